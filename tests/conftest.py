@@ -1,0 +1,25 @@
+"""Shared fixtures: a tiny randomly-initialised Llama with the bundled model's tokenizer."""
+import pytest
+import torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from policy import bundled_model_dir
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(bundled_model_dir())
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tokenizer):
+    """2 layers, hidden 32: a few hundred thousand parameters besides the embeddings."""
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=2048, tie_word_embeddings=True,
+                         eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+    path = tmp_path_factory.mktemp("tiny")
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)

@@ -1,0 +1,80 @@
+"""Advantage formulas against numbers computed by hand (norm uses the unbiased std + 1e-4)."""
+import pytest
+import torch
+
+from mtgrpo import group_norm, token_advantages, turn_advantages
+
+# Hand values used below:
+#   [1, 2, 3]:   mean 2, std sqrt((1 + 0 + 1) / 2) = 1        -> [-1, 0, 1] / 1.0001
+#   [0, 0, .5]:  mean 1/6, std sqrt((1/36 + 1/36 + 1/9) / 2) = 0.288675
+#                -> [-1/6, -1/6, 1/3] / 0.288775 = [-0.577150, -0.577150, 1.154301]
+#   [1, 2, 3.5]: mean 13/6, std sqrt((49/36 + 1/36 + 64/36) / 2) = 1.258306
+#                -> [-7/6, -1/6, 4/3] / 1.258406 = [-0.927098, -0.132443, 1.059541]
+N1 = 1 / 1.0001
+T = [-0.577150, -0.577150, 1.154301]
+
+
+def close(a, b):
+    assert torch.allclose(torch.as_tensor(a, dtype=torch.float64),
+                          torch.as_tensor(b, dtype=torch.float64), atol=1e-5), (a, b)
+
+
+def test_group_norm_by_hand():
+    close(group_norm(torch.tensor([[1.0, 2.0, 3.0]])), [[-N1, 0, N1]])
+    close(group_norm(torch.tensor([[0.0, 0.0, 0.5]])), [T])
+
+
+def test_equal_rewards_and_single_sample_give_zero_not_nan():
+    close(group_norm(torch.tensor([[0.7, 0.7, 0.7]])), [[0, 0, 0]])
+    close(group_norm(torch.tensor([[0.3]])), [[0]])
+    for algo in ("or", "mr", "mt"):
+        adv = turn_advantages(torch.ones(2, 1, 1), torch.ones(2, 1), algo)  # G = 1
+        assert adv.shape == (2, 1, 2) and not adv.isnan().any() and (adv == 0).all()
+        adv = turn_advantages(torch.full((1, 4, 1), 0.2), torch.full((1, 4), 1.9), algo)
+        assert (adv == 0).all()
+
+
+def test_k2_or_mr_mt():
+    turn = torch.tensor([[[0.0], [0.0], [0.5]]])  # (1 group, G=3, K-1=1)
+    outcome = torch.tensor([[1.0, 2.0, 3.0]])
+    close(turn_advantages(turn, outcome, "or")[0], [[-N1, -N1], [0, 0], [N1, N1]])
+    mr = [-0.927098, -0.132443, 1.059541]
+    close(turn_advantages(turn, outcome, "mr")[0], [[m, m] for m in mr])
+    # MT-GRPO, K = 2: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O)
+    close(turn_advantages(turn, outcome, "mt")[0],
+          [[T[0] - N1, -N1], [T[1], 0], [T[2] + N1, N1]])
+
+
+def test_k3_mt_with_alpha():
+    # turn 1 rewards [0, 0, .5], turn 2 rewards [1, 2, 3], outcome [3, 2, 1], alpha = 0.5
+    turn = torch.tensor([[[0.0, 1.0], [0.0, 2.0], [0.5, 3.0]]])
+    outcome = torch.tensor([[3.0, 2.0, 1.0]])
+    a = turn_advantages(turn, outcome, "mt", alpha=0.5)[0]
+    # A_1 = nT1 + .5 nT2 + .25 nO ; A_2 = nT2 + .5 nO ; A_3 = nO
+    close(a[:, 0], [T[0] - 0.5 * N1 + 0.25 * N1, T[1], T[2] + 0.5 * N1 - 0.25 * N1])
+    close(a[:, 1], [-N1 + 0.5 * N1, 0, N1 - 0.5 * N1])
+    close(a[:, 2], [N1, 0, -N1])
+    # GRPO-MR: turn sums [1, 2, 3.5] + outcome [3, 2, 1] = [4, 4, 4.5] -> same norm as [0, 0, .5]
+    close(turn_advantages(turn, outcome, "mr")[0], [[t, t, t] for t in T])
+
+
+def test_groups_are_normalised_separately():
+    turn = torch.tensor([[[0.0], [0.5]], [[0.0], [0.0]]])
+    outcome = torch.tensor([[0.0, 0.0], [1.0, 3.0]])
+    a = turn_advantages(turn, outcome, "mt")
+    # two values a < b: +-((b - a) / 2) / ((b - a) / sqrt 2 + 1e-4)
+    #   turn [0, .5] -> +-0.25 / 0.353653 = +-0.706907;  outcome [1, 3] -> +-1 / 1.414314 = +-0.707057
+    close(a[0], [[-0.706907, 0], [0.706907, 0]])  # group 0: outcome [0, 0] gives 0
+    close(a[1], [[-0.707057, -0.707057], [0.707057, 0.707057]])  # group 1: turn [0, 0] gives 0
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="algo"):
+        turn_advantages(torch.zeros(1, 2, 1), torch.zeros(1, 2), "ppo")
+    with pytest.raises(ValueError, match="groups, G"):
+        turn_advantages(torch.zeros(1, 2), torch.zeros(1, 2), "mt")
+
+
+def test_token_broadcast():
+    # prompt (-1), turn 0, environment (-1), turn 1
+    assert token_advantages([-1, -1, 0, 0, -1, 1], [0.5, -2.0]) == [0, 0, 0.5, 0.5, 0, -2.0]

@@ -1,0 +1,88 @@
+"""Log-probs, the clipped loss, the k3 KL and gradient accumulation, on small tensors and a
+tiny random model."""
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from policy import (Sample, clipped_surrogate, cut_at_stop, generate_turn, k3_kl, load_model,
+                    pad_batch, policy_update, token_logprobs)
+
+
+def test_k3_kl_by_hand():
+    # pi = 0.5, pi_ref = 0.25: d = ln 0.5, exp(d) - d - 1 = 0.5 + 0.693147 - 1 = 0.193147
+    kl = k3_kl(torch.tensor([math.log(0.5), math.log(0.3)]), torch.tensor([math.log(0.25), math.log(0.3)]))
+    assert torch.allclose(kl, torch.tensor([0.193147, 0.0]), atol=1e-6)
+
+
+def test_clipped_surrogate_by_hand():
+    logp = torch.log(torch.tensor([1.5, 1.5, 0.5, 0.5, 1.0]))
+    old = torch.zeros(5)
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0, 2.0])
+    obj, clipped = clipped_surrogate(logp, old, adv, eps_low=0.2, eps_high=0.2)
+    # r=1.5,A=1 -> min(1.5, 1.2)=1.2 clipped; r=1.5,A=-1 -> min(-1.5,-1.2)=-1.5;
+    # r=.5,A=1 -> min(.5,.8)=.5; r=.5,A=-1 -> min(-.5,-.8)=-.8 clipped; r=1,A=2 -> 2
+    assert torch.allclose(obj, torch.tensor([1.2, -1.5, 0.5, -0.8, 2.0]), atol=1e-6)
+    assert clipped.tolist() == [1, 0, 0, 1, 0]
+    obj, _ = clipped_surrogate(logp, old, adv, eps_low=0.2, eps_high=0.28)  # asymmetric clip
+    assert torch.allclose(obj[0], torch.tensor(1.28))
+
+
+def test_logprob_is_the_sampling_distribution_at_temperature(tiny_model_dir):
+    model, tok = load_model(tiny_model_dir, "cpu")
+    prompt = tok("hello there", add_special_tokens=False)["input_ids"]
+    torch.manual_seed(0)
+    out = model.generate(input_ids=torch.tensor([prompt]), do_sample=True, temperature=0.7,
+                         top_k=0, top_p=1.0, max_new_tokens=5, output_scores=True,
+                         return_dict_in_generate=True, pad_token_id=tok.pad_token_id)
+    ids = out.sequences
+    lp = token_logprobs(model, ids, torch.ones_like(ids), temperature=0.7)[0, len(prompt) - 1:]
+    sampled = ids[0, len(prompt):]
+    want = torch.stack([torch.log_softmax(s[0].float(), -1)[t] for s, t in zip(out.scores, sampled)])
+    assert torch.allclose(lp, want, atol=1e-4)
+    at_t1 = token_logprobs(model, ids, torch.ones_like(ids), temperature=1.0)[0, len(prompt) - 1:]
+    assert not torch.allclose(at_t1, want, atol=1e-3)  # temperature matters
+
+
+def test_generate_turn_cuts_at_stop_and_keeps_ids(tiny_model_dir):
+    model, tok = load_model(tiny_model_dir, "cpu")
+    text_ids = tok("a <tool>{}</tool> tail", add_special_tokens=False)["input_ids"]
+    cut = cut_at_stop(text_ids, tok, ["</tool>"])
+    assert tok.decode(cut).endswith("</tool>") and text_ids[:len(cut)] == cut
+    assert cut_at_stop([5, tok.eos_token_id, 7], tok, []) == [5, tok.eos_token_id]
+    torch.manual_seed(0)
+    new = generate_turn(model, tok, [[1, 2, 3], [4, 5]], max_new_tokens=6, bf16=False)
+    assert len(new) == 2 and all(1 <= len(n) <= 6 for n in new)
+
+
+def test_padding_never_inferred_from_ids(tokenizer):
+    # a real token equal to the pad/eos id inside a sequence must keep attention and its mask
+    s = Sample(ids=[1, tokenizer.eos_token_id, 3], mask=[0, 1, 1], adv=[0, 1.0, 1.0])
+    ids, attn, mask, adv = pad_batch([s, Sample(ids=[1], mask=[0], adv=[0])], "cpu")
+    assert attn.tolist() == [[1, 1, 1], [1, 0, 0]] and mask.tolist() == [[0, 1, 1], [0, 0, 0]]
+
+
+def _args(**kw):
+    base = dict(micro_batch_size=4, temperature=1.0, epsilon=0.2, epsilon_high=0.2, beta=0.0,
+                loss_type="token", max_grad_norm=1e9, bf16=False)
+    return SimpleNamespace(**{**base, **kw})
+
+
+@pytest.mark.parametrize("loss_type,want", [("token", 9.5 / 15), ("seq", 0.5)])
+def test_loss_value_and_micro_batches_give_the_full_batch_gradient(tiny_model_dir, loss_type, want):
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(1)
+    samples = []
+    for n, a in ((5, 0.5), (9, -0.5), (7, -1.5)):  # 3, 7 and 5 trained tokens
+        ids = torch.randint(0, 1000, (n,), generator=g).tolist()
+        samples.append(Sample(ids=ids, mask=[0, 0] + [1] * (n - 2), adv=[0, 0] + [a] * (n - 2)))
+    # mu = 1: ratio = 1, so loss = -mean(A). token: -(3*.5 - 7*.5 - 5*1.5)/15; seq: -(.5 - .5 - 1.5)/3
+    stats = {}
+    for mb in (1, 3):
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: weights stay, gradients are measured
+        stats[mb] = policy_update(model, opt, samples, _args(micro_batch_size=mb, loss_type=loss_type))
+    assert stats[1]["loss"] == pytest.approx(want, rel=1e-5)
+    assert stats[3]["loss"] == pytest.approx(want, rel=1e-5)
+    assert stats[1]["grad_norm"] == pytest.approx(stats[3]["grad_norm"], rel=1e-4) and stats[1]["grad_norm"] > 0
+    assert stats[1]["clip_fraction"] == 0 and stats[1]["kl"] == 0
