@@ -140,11 +140,22 @@ def pad_batch(samples, device):
     return ids.to(device), attn.to(device), mask.to(device), adv.to(device)
 
 
-def token_logprobs(model, ids, attn, temperature):
+def token_logprobs(model, ids, attn, temperature, start=1):
     """log pi(token_t | tokens_<t) for t = 1..L-1, from logits divided by the sampling
-    temperature, so it is the log of the distribution the token was sampled from. (B, L-1)"""
-    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / temperature
-    return torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    temperature, so it is the log of the distribution the token was sampled from. (B, L-1)
+
+    Tokens before `start` (the prompt: no loss) get 0, and the LM head is not run for them.
+    """
+    keep = ids.shape[1] - start + 1  # logits at positions start-1 .. L-1
+    logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits[:, :-1]
+    logp = torch.log_softmax(logits.float() / temperature, -1)
+    logp = logp.gather(-1, ids[:, start:, None]).squeeze(-1)
+    return torch.nn.functional.pad(logp, (start - 1, 0))
+
+
+def first_trained(samples):
+    """Index of the first token with loss in a micro-batch (where the LM head must start)."""
+    return max(1, min(s.mask.index(1) if 1 in s.mask else len(s.ids) for s in samples))
 
 
 def k3_kl(logp, ref_logp):
@@ -170,7 +181,7 @@ def fill_logprobs(model, samples, field, temperature, micro_batch_size, bf16=Tru
             chunk = samples[i:i + micro_batch_size]
             ids, attn, _, _ = pad_batch(chunk, device)
             with autocast(str(device), bf16):
-                logp = token_logprobs(model, ids, attn, temperature).cpu()
+                logp = token_logprobs(model, ids, attn, temperature, first_trained(chunk)).cpu()
             for s, row in zip(chunk, logp):
                 setattr(s, field, row[:len(s.ids) - 1].tolist())
 
@@ -189,7 +200,7 @@ def policy_update(model, optimizer, samples, args):
         ids, attn, mask, adv = pad_batch(chunk, device)
         mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
         with autocast(str(device), args.bf16):
-            logp = token_logprobs(model, ids, attn, args.temperature)
+            logp = token_logprobs(model, ids, attn, args.temperature, first_trained(chunk))
         old = logp.detach() if chunk[0].old_logp is None else _stack(chunk, "old_logp", logp)
         objective, clipped = clipped_surrogate(logp, old, adv, args.epsilon, args.epsilon_high)
         kl = k3_kl(logp, _stack(chunk, "ref_logp", logp)) if args.beta > 0 else torch.zeros_like(logp)

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 import env_search
 import mtgrpo
+import questions as qa
 import rewards
 from policy import (BUNDLED, Sample, autocast, bf16_ok, fill_logprobs, generate_turn,
                     load_model, pick_device, policy_update)
@@ -33,10 +34,10 @@ from policy import (BUNDLED, Sample, autocast, bf16_ok, fill_logprobs, generate_
 class Args:
     algo: str = "mt"  # advantage estimator: mt (MT-GRPO), mr (GRPO-MR), or (GRPO-OR)
     model: str = BUNDLED  # hub id, local folder, or the bundled offline model
-    steps: int = 40  # training steps (rollout batches)
+    steps: int = 30  # training steps (rollout batches)
     batch_size: int = 2  # questions per step
     num_generations: int = 8  # G: rollouts per question, one group
-    max_completion_length: int = 48  # new tokens per turn
+    max_completion_length: int = 64  # new tokens per turn
     learning_rate: float = 1e-5  # AdamW learning rate after warmup
     warmup_steps: int = 3  # linear learning-rate warmup
     beta: float = 0.0  # weight of the k3 KL to the reference model (0: no reference loaded)
@@ -49,7 +50,7 @@ class Args:
     micro_batch_size: int = 8  # sequences per forward/backward; sets peak memory
     temperature: float = 1.0  # sampling temperature (log-probs use the same)
     top_p: float = 1.0  # nucleus sampling
-    one_shot: bool = True  # add one worked example to the system prompt
+    one_shot: bool = True  # show one worked example as earlier chat turns (small models need it)
     prefill: str = "<reasoning>"  # text the environment puts at the start of every model turn
     top_k: int = 1  # documents per search
     max_words: int = 120  # words per document shown to the model
@@ -59,7 +60,7 @@ class Args:
     test_questions: str = ""  # JSONL for evaluation (with train_questions)
     eval_every: int = 10  # greedy evaluation on the test split every N steps (0: never)
     eval_n: int = 64  # test questions per evaluation
-    save_every: int = 10  # checkpoint every N steps (and at the end)
+    save_every: int = 6  # checkpoint every N steps (and at the end)
     seed: int = 0  # seeds question order, sampling and initialisation
     device: str = "auto"  # auto, cpu, cuda, cuda:1 ...
     bf16: bool = True  # bf16 autocast where the hardware supports it
@@ -170,9 +171,8 @@ def train_step(model, tok, ref, optimizer, questions, retriever, args):
     turn_r, outcome_r, log = score(envs)
     adv = mtgrpo.turn_advantages(torch.tensor(turn_r).view(-1, G, 1),
                                  torch.tensor(outcome_r).view(-1, G), args.algo, args.alpha)
-    adv = adv.view(len(envs), -1)
-    for s, t, a in zip(samples, turn_of, adv):  # turn k >= K (never here) would use A_K
-        s.adv = mtgrpo.token_advantages([min(k, a.numel() - 1) for k in t], a.tolist())
+    for s, t, a in zip(samples, turn_of, adv.view(len(envs), -1)):
+        s.adv = mtgrpo.token_advantages(t, a.tolist())
     t0 = time.time()
     if args.num_iterations > 1:  # mu > 1: the old policy must be frozen before the first update
         fill_logprobs(model, samples, "old_logp", args.temperature, args.micro_batch_size, args.bf16)
@@ -221,13 +221,15 @@ def truncate_log(path, step):
 
 # ---------------------------------------------------------------- main
 def load_data(args):
+    """The retriever, and (train, test) questions: the user's JSONL files, or the questions
+    generated from the bundled Wikipedia summaries (fixed data seed 0, split by article)."""
     retriever = env_search.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
-    if args.train_questions:
-        if not args.test_questions:
-            raise SystemExit("--train-questions needs --test-questions too (for evaluation)")
-        return retriever, env_search.load_questions(args.train_questions), env_search.load_questions(args.test_questions)
-    train, test = env_search.make_questions(seed=args.seed)
-    return retriever, train, test
+    if args.train_questions or args.test_questions:
+        if not (args.train_questions and args.test_questions):
+            raise SystemExit("give both --train-questions and --test-questions (JSONL of question, answers)")
+        return retriever, qa.load_qa_jsonl(args.train_questions), qa.load_qa_jsonl(args.test_questions)
+    docs = env_search.load_corpus_jsonl(args.corpus) if args.corpus else env_search.load_wiki_corpus()
+    return (retriever, *qa.split_by_article(qa.make_questions(docs)))
 
 
 def main(argv=None):

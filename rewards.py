@@ -1,0 +1,199 @@
+"""The six reward functions of MT-GRPO (Zeng et al. 2025, arXiv 2505.11821), at the paper's scales.
+
+    turn reward R^T (credited to turn 1, max 0.7) = tool_execution (0.2) + answer_in_results (0.5)
+    outcome reward R^O (max 1.9) = answer_presence (0.5) + exact_match (1.0)
+                                   + xml_format (0.2) + xml_tag_usage (0.2)
+
+Every function is pure and takes `completion`: the messages after the prompt, as SearchEnv makes
+them (assistant turns and "user" observations alternating), and where needed `answers`: the gold
+aliases. Malformed text never raises; it earns what the rules give it.
+
+Sources (the paper's public code, built on willccbb/verifiers):
+  SiliangZeng/Multi-Turn-RL-Agent verifiers/examples/triviaqa_search.py: turn vs outcome rewards
+  SiliangZeng/verifiers  verifiers/rubrics/triviaqa_rubric.py: answer and search-result rewards
+                         verifiers/rubrics/tool_rubric.py: tool execution
+                         verifiers/rubrics/rubric.py: the final answer (get_last_answer)
+  willccbb/verifiers     verifiers/parsers/xml_parser.py: XMLParser.get_format_reward_func and
+                         get_xml_reward_func (the 2025 version with the 0.2 weights), used with
+                         XMLParser(fields=["reasoning", ("tool", "answer")])
+"""
+import re
+import string
+
+# the parser's fields: XMLParser(fields=["reasoning", ("tool", "answer")])
+FIELD_SETS = (("reasoning",), ("tool", "answer"))
+
+
+# ---------------------------------------------------------------- reading an episode
+
+
+def tag_content(text, tag):
+    """Stripped content of the first <tag>...</tag> in text, or None. Same match as the source's
+    regex <tag>\\s*(.*?)\\s*</tag> followed by strip()."""
+    match = re.search(f"<{tag}>(.*?)</{tag}>", text, re.DOTALL)
+    return match.group(1).strip() if match else None
+
+
+def assistant_turns(completion):
+    """The texts of the model's turns."""
+    return [m["content"] for m in completion if m["role"] == "assistant"]
+
+
+def tool_exchanges(completion):
+    """(turn, observation) for every assistant turn that attempts a tool call and is followed by
+    an observation. An attempt is a turn containing "<tool>": the source counts only complete
+    <tool>...</tool> pairs, we also count an unclosed tag (a generation cut off by the token
+    limit), which SearchEnv answers with an "Error: ..." observation."""
+    return [(turn["content"], reply["content"])
+            for turn, reply in zip(completion, completion[1:])
+            if turn["role"] == "assistant" and "<tool>" in turn["content"]
+            and reply["role"] == "user"]
+
+
+def is_successful(observation):
+    """A tool call succeeded when its observation holds a <result> not starting with "Error:"."""
+    result = tag_content(observation, "result")
+    return result is not None and not result.startswith("Error:")
+
+
+def final_answer(completion):
+    """Content of <answer> in the last assistant turn that has one, or None (get_last_answer)."""
+    for turn in reversed(assistant_turns(completion)):
+        answer = tag_content(turn, "answer")
+        if answer is not None:
+            return answer
+    return None
+
+
+def contains_alias(text, answers):
+    """True when some non-blank gold alias, lowercased, is a substring of text lowercased."""
+    text = text.lower()
+    return any(a.strip() and a.lower() in text for a in answers)
+
+
+# ---------------------------------------------------------------- turn rewards
+
+
+def tool_execution_reward(completion):
+    """0.2 × successful tool calls / attempted tool calls; 0.0 with no attempt.
+    Source: ToolRubric.tool_execution_reward_func."""
+    exchanges = tool_exchanges(completion)
+    if not exchanges:
+        return 0.0
+    return 0.2 * sum(is_successful(obs) for _, obs in exchanges) / len(exchanges)
+
+
+def answer_in_results_reward(completion, answers):
+    """0.5 if a gold alias (lowercased) is a substring of the first tool result (lowercased),
+    else 0.0. The first tool result is the observation of the first attempted call; an error
+    there gives 0. Source: TrivialQAToolRubric.exist_answer_in_search_results."""
+    exchanges = tool_exchanges(completion)
+    if not exchanges or not is_successful(exchanges[0][1]):
+        return 0.0
+    return 0.5 if contains_alias(tag_content(exchanges[0][1], "result"), answers) else 0.0
+
+
+# ---------------------------------------------------------------- outcome rewards
+
+
+def normalize_answer(text):
+    """SQuAD normalisation: lowercase, drop punctuation, drop the articles a/an/the, collapse
+    whitespace."""
+    text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def exact_match(answer, aliases, normalize=False):
+    """1.0 if answer.lower().strip() equals some alias.lower().strip(), else 0.0 (the paper's
+    rule). normalize=True compares SQuAD-normalised strings instead (an option, not the paper's).
+    A None or blank answer never matches."""
+    clean = normalize_answer if normalize else (lambda s: s.lower().strip())
+    target = clean(answer) if answer is not None else ""
+    return 1.0 if target and any(target == clean(a) for a in aliases) else 0.0
+
+
+def answer_presence_reward(completion, answers):
+    """0.5 if a gold alias (lowercased) is a substring of the final <answer> (lowercased), else
+    0.0. Source: TrivialQAToolRubric.exist_answer_reward_func."""
+    answer = final_answer(completion)
+    return 0.5 if answer is not None and contains_alias(answer, answers) else 0.0
+
+
+def exact_match_reward(completion, answers):
+    """1.0 if the final <answer> is exactly a gold alias (see exact_match), else 0.0.
+    Source: TrivialQAToolRubric.exact_match_reward_func."""
+    return exact_match(final_answer(completion), answers)
+
+
+def turn_format_score(turn):
+    """Format score of one assistant turn, in [0, 1] (see xml_format_reward)."""
+    parsed = [any(tag_content(turn, t) is not None for t in fs) for fs in FIELD_SETS]
+    present = [p or any(f"<{t}>" in turn or f"</{t}>" in turn for t in fs)
+               for p, fs in zip(parsed, FIELD_SETS)]
+    score = 0.4 * sum(present) / len(FIELD_SETS) if any(parsed) else 0.0
+    score += 0.2  # "correct spacing": always true in the source, see xml_format_reward
+    stripped = turn.strip()
+    score += 0.2 if any(stripped.startswith(f"<{t}>") for t in FIELD_SETS[0]) else 0.0
+    score += 0.2 if any(stripped.endswith(f"</{t}>") for t in FIELD_SETS[-1]) else 0.0
+    return score
+
+
+def xml_format_reward(completion):
+    """0.2 × the mean format score of the assistant turns (0.0 with no assistant turn), in
+    [0, 0.2]. Source: XMLParser.get_format_reward_func. A turn scores, out of 1.0:
+      0.4 × (field sets present) / 2, if at least one tag parses as <tag>...</tag>; the field
+            sets are {reasoning} and {tool, answer}; a set is present when one of its tags
+            parses or its opening or closing tag merely occurs;
+      0.2   for "correct spacing", which the source tests by comparing a stripped and an
+            unstripped parse made with the same regex: it always holds, even for empty text;
+      0.2   if the stripped turn starts with <reasoning>;
+      0.2   if the stripped turn ends with </tool> or </answer>."""
+    turns = assistant_turns(completion)
+    return 0.2 * sum(map(turn_format_score, turns)) / len(turns) if turns else 0.0
+
+
+def turn_tag_score(turn):
+    """Tag-usage score of one assistant turn, at most 1 (see xml_tag_usage_reward)."""
+    points = checks = 0
+    for tag in (t for fs in FIELD_SETS for t in fs):
+        opened, closed = turn.count(f"<{tag}>"), turn.count(f"</{tag}>")
+        if opened or closed:
+            points += (1 - abs(opened - 1)) + (1 - abs(closed - 1))
+            checks += 2
+    return points / checks if checks else 0.0
+
+
+def xml_tag_usage_reward(completion):
+    """0.2 × the mean tag-usage score of the assistant turns (0.0 with no assistant turn).
+    Source: XMLParser.get_xml_reward_func. For each tag of reasoning, tool, answer that occurs
+    in a turn (opening or closing), the turn earns 1 - |#<tag> - 1| and 1 - |#</tag> - 1| out
+    of 2 checks; its score is points / checks (0 if no tag occurs). Exactly one opening and one
+    closing tag of every tag used gives the maximum 0.2. Repeated tags cost points, and as in
+    the source the result is not clamped: it can be negative."""
+    turns = assistant_turns(completion)
+    return 0.2 * sum(map(turn_tag_score, turns)) / len(turns) if turns else 0.0
+
+
+# ---------------------------------------------------------------- grouped as in MT-GRPO
+
+
+def reward_components(completion, answers):
+    """All six rewards, in reward units, keyed by name."""
+    return {"tool_execution": tool_execution_reward(completion),
+            "answer_in_results": answer_in_results_reward(completion, answers),
+            "answer_presence": answer_presence_reward(completion, answers),
+            "exact_match": exact_match_reward(completion, answers),
+            "xml_format": xml_format_reward(completion),
+            "xml_tag_usage": xml_tag_usage_reward(completion)}
+
+
+def turn_reward(completion, answers):
+    """R^T, the turn-level reward of turn 1: tool execution + answer in search results (≤ 0.7)."""
+    return tool_execution_reward(completion) + answer_in_results_reward(completion, answers)
+
+
+def outcome_reward(completion, answers):
+    """R^O, the outcome reward: answer presence + exact match + XML format + XML tag usage
+    (≤ 1.9)."""
+    return (answer_presence_reward(completion, answers) + exact_match_reward(completion, answers)
+            + xml_format_reward(completion) + xml_tag_usage_reward(completion))

