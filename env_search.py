@@ -328,7 +328,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not args.queries:
         parser.error("give at least one query")
-    retriever = make_retriever(args.retriever_url, args.corpus, args.max_words)
+    try:
+        retriever = make_retriever(args.retriever_url, args.corpus, args.max_words)
+    except (ImportError, OSError, ValueError) as e:  # corpus not installed, unreadable or malformed
+        parser.exit(2, f"env_search.py: {e}\n")
     failed = False
     for query in args.queries:
         try:

@@ -156,9 +156,10 @@ def make_envs(questions, retriever, args, repeat=1):
 
 def evaluate(model, tok, questions, retriever, args):
     """Greedy rollouts on test questions; metrics with an eval_ prefix."""
+    t0 = time.time()
     envs = make_envs(questions, retriever, args)
     rollout(model, tok, envs, args, greedy=True)
-    return {"eval_" + k: v for k, v in score(envs)[2].items()}
+    return {**{"eval_" + k: v for k, v in score(envs)[2].items()}, "t_eval": time.time() - t0}
 
 
 # ---------------------------------------------------------------- one training step
@@ -240,7 +241,10 @@ def main(argv=None):
     print(f"device {device}, bf16 autocast {args.bf16 and bf16_ok(device)}")
     json.dump(dataclasses.asdict(args), open(os.path.join(args.out, "args.json"), "w"), indent=1)
     torch.manual_seed(args.seed)
-    retriever, train_qs, test_qs = load_data(args)
+    try:
+        retriever, train_qs, test_qs = load_data(args)
+    except (ImportError, OSError, ValueError) as e:  # missing package or file, malformed JSONL
+        raise SystemExit(f"Could not load the data: {e}")
     q_rng, start = random.Random(args.seed), 0
     ckpt = checkpoint_dir(args.out) if args.resume else None
     model, tok = load_model(ckpt or args.model, device)

@@ -159,6 +159,13 @@ def test_clear_errors_for_bad_flags(tmp_path, capsys):
     assert "no args.json" in capsys.readouterr().err
 
 
+def test_malformed_question_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "qs.jsonl"
+    bad.write_text('{"question": "Who?", "answers": ["A"]}\n{"question": "What?"}\n')
+    with pytest.raises(SystemExit, match=r"qs.jsonl, line 2: missing key 'answers'"):
+        train.main(["--train-questions", str(bad), "--test-questions", str(bad), "--out", str(tmp_path / "o")])
+
+
 def test_smoke_step_on_the_bundled_model(tmp_path):
     out = str(tmp_path / "smoke")
     history = train.main(["--steps", "1", "--batch-size", "1", "--num-generations", "2",

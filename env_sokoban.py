@@ -1,0 +1,399 @@
+"""Sokoban for AT-GRPO ("Stronger Together: On-Policy RL for Collaborative LLMs", Zhao et al.
+2025, arXiv 2510.11062): seeded levels, the move rules, step rewards, a BFS solver and the
+paper's two-role planning workflow as text. Read top to bottom: the board (State, parse_board,
+render), the rules (move), rewards, deadlocks, the solver, the reverse-play generator, reading
+the model's moves, the two-role task (SokobanTask), a command-line probe (`--help`).
+
+Step rewards, from the paper's public code (PettingLLMs, pettingllms/multi_agent_env/stateful/
+env_state.py, SokobanGridEnvState.step_single): -0.01 a move, or -0.05 a blocked move (instead,
+not in addition); +1 a box pushed onto a goal, -0.5 a box pushed off one; shaping
++0.1 * (D(before) - D(after)) with D the sum over boxes of the Manhattan distance to the nearest
+goal; +10 for the move that solves. The code's shaping is 0.1 * (0.99 * Phi' - Phi), Phi = -D: we
+drop the 0.99, which pays +0.001 * D for every move that pushes nothing. Its -5 after 200 moves
+is not used: an episode ends after max_turns turns.
+"""
+import argparse
+import copy
+import json
+import random
+import re
+import sys
+from collections import deque
+from dataclasses import dataclass, replace
+
+MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+MOVE_WORDS = {"up": "U", "down": "D", "left": "L", "right": "R"}
+SYMBOLS = "# .$*@+"  # wall, floor, goal, box, box on goal, player, player on goal
+
+STEP_REWARD = -0.01
+INVALID_REWARD = -0.05
+BOX_ON_GOAL_REWARD = 1.0
+BOX_OFF_GOAL_REWARD = -0.5
+SHAPING = 0.1
+SOLVE_REWARD = 10.0
+FORMAT_PENALTY = -0.1  # an answer with no readable moves (ours; the paper's code gives -2 or 0)
+MAX_MOVES = 8          # moves applied per turn; the rest of a longer answer is ignored
+ROLES = ("planner", "executor")
+
+
+# ---------------------------------------------------------------- the board
+@dataclass(frozen=True)
+class State:
+    """One Sokoban position. Immutable: a move makes a new State, so copies cost nothing."""
+    walls: frozenset   # (row, col) of every wall cell
+    goals: frozenset
+    boxes: frozenset
+    player: tuple
+    shape: tuple       # (height, width); cells outside count as walls
+
+
+def parse_board(rows):
+    """A State from text rows (a list of strings or one string with newlines) in SYMBOLS."""
+    rows = rows.split("\n") if isinstance(rows, str) else list(rows)
+    unknown = set("".join(rows)) - set(SYMBOLS)
+    if unknown:
+        raise ValueError(f"unknown board symbols {sorted(unknown)}; use {SYMBOLS!r}")
+    where = {symbol: frozenset((r, c) for r, row in enumerate(rows)
+                               for c, s in enumerate(row) if s == symbol) for symbol in SYMBOLS}
+    players = where["@"] | where["+"]
+    if len(players) != 1:
+        raise ValueError(f"a board needs exactly one player (@ or +), found {len(players)}")
+    return State(walls=where["#"], goals=where["."] | where["*"] | where["+"],
+                 boxes=where["$"] | where["*"], player=next(iter(players)),
+                 shape=(len(rows), max(len(row) for row in rows)))
+
+
+def symbol_at(state, cell):
+    """The SYMBOLS character of one cell: the thing on it, in its on-a-goal form on a goal."""
+    if cell in state.walls:
+        return "#"
+    thing = "@" if cell == state.player else "$" if cell in state.boxes else " "
+    return {"@": "+", "$": "*", " ": "."}[thing] if cell in state.goals else thing
+
+
+def render(state):
+    """The board as text, one line per row; parse_board(render(s)) == s."""
+    height, width = state.shape
+    return "\n".join("".join(symbol_at(state, (r, c)) for c in range(width))
+                     for r in range(height))
+
+
+# ---------------------------------------------------------------- the rules
+def is_wall(state, cell):
+    """A wall, or a cell outside the board."""
+    (r, c), (height, width) = cell, state.shape
+    return cell in state.walls or not (0 <= r < height and 0 <= c < width)
+
+
+def move(state, m):
+    """One move U/D/L/R: walk, or push the box ahead one cell. A wall, or a wall or second box
+    behind the box, blocks the move: the same state comes back (the move is "invalid")."""
+    dr, dc = MOVES[m]
+    r, c = state.player
+    ahead, beyond = (r + dr, c + dc), (r + 2 * dr, c + 2 * dc)
+    if is_wall(state, ahead):
+        return state
+    if ahead not in state.boxes:
+        return replace(state, player=ahead)
+    if is_wall(state, beyond) or beyond in state.boxes:
+        return state
+    return replace(state, player=ahead, boxes=(state.boxes - {ahead}) | {beyond})
+
+
+def is_solved(state):
+    """Every box is on a goal."""
+    return state.boxes <= state.goals
+
+
+def box_distance(state):
+    """D: the sum over boxes of the Manhattan distance to the nearest goal."""
+    return sum(min(abs(r - gr) + abs(c - gc) for gr, gc in state.goals)
+               for r, c in state.boxes) if state.goals else 0
+
+
+# ---------------------------------------------------------------- rewards
+def step_reward(before, after):
+    """The reward of one move from `before` to `after` (module docstring)."""
+    if after.player == before.player:  # every move that happens moves the player
+        return INVALID_REWARD
+    reward = STEP_REWARD
+    change = len(after.boxes & after.goals) - len(before.boxes & before.goals)  # -1, 0 or +1
+    reward += BOX_ON_GOAL_REWARD if change > 0 else BOX_OFF_GOAL_REWARD if change < 0 else 0.0
+    reward += SHAPING * (box_distance(before) - box_distance(after))
+    return reward + (SOLVE_REWARD if is_solved(after) and not is_solved(before) else 0.0)
+
+
+def team_reward(before, after):
+    """The team's progress over one turn: box-goal distance reduction, +10 if now solved."""
+    solved_now = is_solved(after) and not is_solved(before)
+    return box_distance(before) - box_distance(after) + (SOLVE_REWARD if solved_now else 0.0)
+
+
+def play(state, moves):
+    """Play moves until solved: (the new state, summed step rewards, number of blocked moves)."""
+    total, blocked = 0.0, 0
+    for m in moves:
+        if is_solved(state):
+            break
+        after = move(state, m)
+        total += step_reward(state, after)
+        blocked += after.player == state.player
+        state = after
+    return state, total, blocked
+
+
+# ---------------------------------------------------------------- deadlocks and the solver
+def deadlocked(state):
+    """A box off the goals sits in a corner (a wall above or below it and a wall left or right
+    of it): it can never move again, so the level cannot be solved any more."""
+    for r, c in state.boxes - state.goals:
+        vertical = is_wall(state, (r - 1, c)) or is_wall(state, (r + 1, c))
+        horizontal = is_wall(state, (r, c - 1)) or is_wall(state, (r, c + 1))
+        if vertical and horizontal:
+            return True
+    return False
+
+
+def solve(state, max_states=200_000):
+    """Breadth-first search over (player, boxes): a shortest move string ("" if already
+    solved), or None if there is none among the first max_states positions."""
+    paths = {(state.player, state.boxes): ""}  # position -> shortest moves that reach it
+    queue = deque([state])
+    while queue:
+        current = queue.popleft()
+        path = paths[(current.player, current.boxes)]
+        if is_solved(current):
+            return path
+        for m in MOVES:
+            after = move(current, m)
+            key = (after.player, after.boxes)
+            if key in paths or deadlocked(after):
+                continue
+            if len(paths) >= max_states:
+                return None
+            paths[key] = path + m
+            queue.append(after)
+    return None
+
+
+# ---------------------------------------------------------------- the generator
+def pull(state, m):
+    """A reverse move: the player walks one cell in direction m and a box right behind them,
+    if any, follows. It undoes a push, so the reverse moves played backwards solve the level."""
+    dr, dc = MOVES[m]
+    r, c = state.player
+    ahead, behind = (r + dr, c + dc), (r - dr, c - dc)
+    if is_wall(state, ahead) or ahead in state.boxes:
+        return state
+    if behind in state.boxes:
+        return replace(state, player=ahead, boxes=(state.boxes - {behind}) | {state.player})
+    return replace(state, player=ahead)
+
+
+def level_for(seed, size=6, boxes=1, reverse_steps=20, walls=0):
+    """A seeded, solvable level: a size x size room with a wall border and `walls` random inner
+    walls; boxes start on their goals, then the player makes `reverse_steps` random pull moves
+    (more steps, harder levels). A level that ends solved is drawn again."""
+    rng = random.Random(seed)
+    interior = [(r, c) for r in range(1, size - 1) for c in range(1, size - 1)]
+    border = {(r, c) for r in range(size) for c in range(size)} - set(interior)
+    if boxes < 1 or walls < 0 or boxes + 1 + walls > len(interior):
+        raise ValueError(f"{boxes} boxes, a player and {walls} walls do not fit in size {size}")
+    for _ in range(1000):
+        inner_walls = rng.sample(interior, walls)
+        floor = [cell for cell in interior if cell not in inner_walls]
+        picked = rng.sample(floor, boxes + 1)
+        goals = frozenset(picked[:boxes])
+        state = State(frozenset(border.union(inner_walls)), goals, goals, picked[-1], (size, size))
+        for _ in range(reverse_steps):
+            state = pull(state, rng.choice("UDLR"))
+        if not is_solved(state):
+            return state
+    raise RuntimeError(f"no unsolved level after 1000 tries; raise reverse_steps ({reverse_steps})")
+
+
+# ---------------------------------------------------------------- the model's moves
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+
+
+def moves_in(text):
+    """The moves in free text: U/D/L/R (also run together: "RRD") or up/down/left/right, any case,
+    separated by anything but letters. None when there is no move or a word is not a move."""
+    moves = []
+    for word in re.findall(r"[a-z]+", text.lower()):
+        if set(word) <= set("udlr"):
+            moves.extend(word.upper())  # "r" or "rrd", letter by letter
+        elif word in MOVE_WORDS:
+            moves.append(MOVE_WORDS[word])
+        else:
+            return None
+    return moves or None
+
+
+def parse_moves(text):
+    """The moves ["R", "R", "D"] in the last <answer>R R D</answer> (or <answer>["r", "right",
+    "down"]</answer>, ...) of a model's output; None without an answer or readable moves."""
+    answers = ANSWER_TAG.findall(text)
+    return moves_in(answers[-1]) if answers else None
+
+
+# ---------------------------------------------------------------- the two-role task
+RULES = ("Sokoban: push every box onto a goal.\n"
+         "Symbols: # wall, (space) floor, . goal, $ box, * box on a goal, @ you, + you on a goal.\n"
+         "Moves: U up, D down, L left, R right. Walking into a box pushes it one cell. A box "
+         "cannot be pushed into a wall or another box, and boxes can never be pulled. A blocked "
+         "move does nothing. A box pushed into a corner off the goals is stuck for good.\n")
+TEAM = ("You are the {} of a team of two: the planner proposes moves, they are tried on a copy "
+        "of the board, and the executor sees the result and decides the moves really played.")
+SYSTEM_PROMPTS = {"planner": RULES + TEAM.format("planner"),
+                  "executor": RULES + TEAM.format("executor"),
+                  "solo": RULES + "Your moves are played on the board."}
+ANSWER_FORMAT = (f"Answer with at most {MAX_MOVES} moves inside answer tags, "
+                 "for example <answer>R R D</answer>.")
+
+
+def status(state, before=None):
+    """One line, e.g. "boxes on goals 0/1, distance 3 -> 2, solved: no" (the distance change
+    only when given the state `before`), plus a warning when deadlocked."""
+    change = f"{box_distance(before)} -> " if before is not None else ""
+    text = (f"boxes on goals {len(state.boxes & state.goals)}/{len(state.boxes)}, distance "
+            f"{change}{box_distance(state)}, solved: {'yes' if is_solved(state) else 'no'}")
+    return text + (", deadlocked: a box is stuck in a corner" if deadlocked(state) else "")
+
+
+class SokobanTask:
+    """One level played in turns. Each turn the planner proposes moves, which are played on a
+    copy, and the executor, seeing the result, plays moves on the real board; with planner=False
+    (the single-agent baseline) the executor plays alone. The episode ends when the level is
+    solved or after max_turns turns. act(role, text) returns that agent's reward, local + alpha *
+    team, where local is the summed step rewards of its moves and team is team_reward, both over
+    the planner's copy (the real board is untouched) or the executor's real board. An answer
+    without readable moves gets FORMAT_PENALTY (team 0) and a note shown to the next role.
+    All attributes are immutable and messages(role) is a pure function of them, so copies give
+    byte-identical prompts and acting on a copy never changes the original (tree sampling)."""
+
+    def __init__(self, level, max_turns=4, alpha=1.0, planner=True):
+        self.level = self.state = level
+        self.max_turns = max_turns
+        self.alpha = alpha
+        self.planner = planner
+        self.roles = ROLES if planner else ("executor",)
+        self.turn = 0
+        self.next_role = self.roles[0]
+        self.observation = ""  # what the last act produced, shown to the next role
+
+    @property
+    def solved(self):
+        return is_solved(self.state)
+
+    @property
+    def done(self):
+        return self.solved or self.turn >= self.max_turns
+
+    def copy(self):
+        """An independent copy: all attributes are immutable, so a shallow copy is a deep one."""
+        return copy.copy(self)
+
+    def messages(self, role):
+        """The chat messages [system, user] for `role`, who must act next."""
+        self._check(role)
+        system = SYSTEM_PROMPTS[role if self.planner else "solo"]
+        lines = [f"Turn {self.turn + 1} of {self.max_turns}. The board:", render(self.state),
+                 status(self.state) + ".", self.observation, ANSWER_FORMAT]
+        user = "\n".join(line for line in lines if line)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def act(self, role, text):
+        """Apply `role`'s output text and return its reward (class docstring)."""
+        self._check(role)
+        moves = parse_moves(text)
+        if moves is not None:
+            moves = moves[:MAX_MOVES]
+        return self._propose(moves) if role == "planner" else self._execute(moves)
+
+    def _check(self, role):
+        """Only the role whose move it is may act, and only while the episode runs."""
+        if self.done:
+            raise ValueError("the episode is over")
+        if role != self.next_role:
+            raise ValueError(f"it is the {self.next_role}'s move, not the {role}'s")
+
+    def _propose(self, moves):
+        """The planner: play the proposal on a copy and show the result to the executor."""
+        self.next_role = "executor"
+        if moves is None:
+            self.observation = "The planner's answer had no readable moves: there is no proposal."
+            return FORMAT_PENALTY
+        after, local, blocked = play(self.state, moves)
+        self.observation = (f"The planner proposes: {' '.join(moves)}\n"
+                            f"Played on a copy of the board, the proposal gives:\n{render(after)}\n"
+                            f"{status(after, self.state)}, blocked moves: {blocked}.")
+        return local + self.alpha * team_reward(self.state, after)
+
+    def _execute(self, moves):
+        """The executor: play the moves on the real board and end the turn."""
+        before = self.state
+        if moves is None:
+            local = FORMAT_PENALTY
+            self.observation = "Last turn's answer had no readable moves: nothing was played."
+        else:
+            self.state, local, blocked = play(before, moves)
+            self.observation = (f"Last turn these moves were played: {' '.join(moves)}\n"
+                                f"{status(self.state, before)}, blocked moves: {blocked}.")
+        self.turn += 1
+        self.next_role = self.roles[0]
+        return local + self.alpha * team_reward(before, self.state)
+
+
+# ---------------------------------------------------------------- command-line probe
+def play_in_terminal(level, lines, out):
+    """A person plays: each line holds moves ("u", "rr", "up left"); "reset" starts over and
+    "quit" stops. Works with piped input."""
+    state = level
+    print('moves: u/d/l/r or up/down/left/right; "reset" starts over, "quit" stops', file=out)
+    print(render(state), status(state), sep="\n", file=out)
+    for line in lines:
+        command, moves = line.strip().lower(), moves_in(line)
+        if command in ("q", "quit"):
+            return
+        if command == "reset":
+            state = level
+        elif moves is None:
+            print(f"not moves: {command!r}", file=out)
+        else:
+            state, reward, blocked = play(state, moves)
+            print(f"reward {reward:+.2f}, blocked moves: {blocked}", file=out)
+        print(render(state), status(state), sep="\n", file=out)
+        if is_solved(state):
+            print("Solved!", file=out)
+            return
+
+
+def main(argv=None):
+    """Print a level and its optimal solution, as text or as one JSON line; or play it."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, default=6, help="room size including the wall border")
+    parser.add_argument("--boxes", type=int, default=1)
+    parser.add_argument("--reverse-steps", type=int, default=20, help="difficulty")
+    parser.add_argument("--walls", type=int, default=0, help="random inner walls")
+    parser.add_argument("--moves", default="", help='moves to apply first, e.g. "RRD"')
+    parser.add_argument("--json", action="store_true", help='one line {"board", "solution"}')
+    parser.add_argument("--play", action="store_true", help="play the level in the terminal")
+    args = parser.parse_args(argv)
+    level = level_for(args.seed, args.size, args.boxes, args.reverse_steps, args.walls)
+    if args.play:
+        return play_in_terminal(level, sys.stdin, sys.stdout)
+    moves = moves_in(args.moves) if args.moves else []
+    if moves is None:
+        parser.error(f"--moves: not moves: {args.moves!r}")
+    state = play(level, moves)[0]
+    solution = solve(state)
+    if args.json:
+        print(json.dumps({"board": render(state).split("\n"), "solution": solution}))
+    else:
+        print(render(state), status(state), f"optimal solution: {solution}", sep="\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,349 @@
+"""env_sokoban.py: move rules and rendering on hand-made boards, step rewards by hand, deadlocks,
+the solver, the generator on hundreds of seeds, parse_moves, the two-role task and the CLI."""
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import env_sokoban as es
+
+ROOT = Path(__file__).resolve().parents[1]
+# player (1,1), box (1,2), goal (1,4): "RR" solves it, the box-goal distance is 2
+LEVEL = ["######",
+         "#@$ .#",
+         "#    #",
+         "######"]
+
+
+def board(rows):
+    return es.parse_board(rows)
+
+
+def cli(*args, stdin=None):
+    return subprocess.run([sys.executable, str(ROOT / "env_sokoban.py"), *args], input=stdin,
+                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+
+
+# ---------------------------------------------------------------- board, rendering, rules
+def test_parse_board_reads_every_symbol_and_renders_back():
+    rows = ["#######",
+            "# .$*@#",
+            "#######"]
+    state = board(rows)
+    assert state.goals == {(1, 2), (1, 4)}
+    assert state.boxes == {(1, 3), (1, 4)}
+    assert state.player == (1, 5)
+    assert (1, 1) not in state.walls and (0, 0) in state.walls and len(state.walls) == 16
+    assert state.shape == (3, 7)
+    assert es.render(state) == "\n".join(rows)
+    on_goal = ["####", "#+$#", "# .#", "####"]
+    assert board(on_goal).player == (1, 1) and (1, 1) in board(on_goal).goals
+    assert es.render(board("\n".join(on_goal))) == "\n".join(on_goal)
+
+
+@pytest.mark.parametrize("rows", [["#@#"], ["##", "@ "], ["@", "$", "."], ["#@  *.$ #"]])
+def test_parse_render_round_trip(rows):
+    assert es.render(board(rows)) == "\n".join(rows)
+    assert board(es.render(board(rows))) == board(rows)
+
+
+@pytest.mark.parametrize("rows", [["#@@#"], ["#  #"], ["#@x#"], ["#+@#"]])
+def test_parse_board_rejects_bad_boards(rows):
+    with pytest.raises(ValueError):
+        board(rows)
+
+
+MOVE_CASES = [  # (board, move, board after); identical boards mean a blocked move
+    (["####", "#@ #", "####"], "L", ["####", "#@ #", "####"]),              # walk into a wall
+    (["####", "#@ #", "####"], "R", ["####", "# @#", "####"]),              # walk
+    (["#####", "# @$#", "#####"], "R", ["#####", "# @$#", "#####"]),        # push into a wall
+    (["######", "#@$$ #", "######"], "R", ["######", "#@$$ #", "######"]),  # push into a box
+    (["######", "#@*$.#", "######"], "R", ["######", "#@*$.#", "######"]),  # ... from a goal
+    (["####", "#@.#", "####"], "R", ["####", "# +#", "####"]),              # walk onto a goal
+    (["####", "#+ #", "####"], "R", ["####", "#.@#", "####"]),              # walk off a goal
+    (["#####", "#@$.#", "#####"], "R", ["#####", "# @*#", "#####"]),        # push onto a goal
+    (["######", "#@* .#", "######"], "R", ["######", "# +$.#", "######"]),  # push off a goal
+    (["#####", "#$@ #", "#####"], "R", ["#####", "#$ @#", "#####"]),        # never pull
+    (["###", "#@#", "#$#", "# #", "###"], "D", ["###", "# #", "#@#", "#$#", "###"]),  # push down
+    (["###", "# #", "#$#", "#@#", "###"], "U", ["###", "#$#", "#@#", "# #", "###"]),  # push up
+    (["@ "], "L", ["@ "]),                                                  # off the board
+]
+
+
+@pytest.mark.parametrize("rows, m, expected", MOVE_CASES)
+def test_move_rules(rows, m, expected):
+    assert es.render(es.move(board(rows), m)) == "\n".join(expected)
+
+
+# ---------------------------------------------------------------- rewards
+@pytest.mark.parametrize("rows, m, expected", [
+    (["####", "#@ #", "####"], "R", -0.01),                # a move
+    (["####", "#@ #", "####"], "L", -0.05),                # a blocked move (instead of -0.01)
+    (["######", "#@$ .#", "######"], "R", -0.01 + 0.1),    # push: distance 2 -> 1
+    (["######", "#.@$ #", "######"], "R", -0.01 - 0.1),    # push: distance 2 -> 3
+    (["#####", "#@$.#", "#####"], "R", -0.01 + 1 + 0.1 + 10),               # onto goal, solved
+    (["######", "#@$. #", "#$  .#", "######"], "R", -0.01 + 1 + 0.1),       # onto goal, 1 of 2
+    (["######", "#@* .#", "######"], "R", -0.01 - 0.5 - 0.1),               # off a goal
+])
+def test_step_reward_by_hand(rows, m, expected):
+    before = board(rows)
+    assert es.step_reward(before, es.move(before, m)) == pytest.approx(expected)
+
+
+def test_team_reward_is_distance_reduction_plus_ten_on_solve():
+    walk, push = board(["######", "#@$ .#", "######"]), board(["######", "# @$.#", "######"])
+    solved = board(["######", "#  @*#", "######"])
+    assert es.team_reward(walk, push) == 1
+    assert es.team_reward(push, walk) == -1
+    assert es.team_reward(push, solved) == 1 + 10
+    assert es.team_reward(walk, solved) == 2 + 10
+    assert es.team_reward(solved, solved) == 0
+
+
+def test_play_sums_step_rewards_counts_blocked_moves_and_stops_when_solved():
+    level = board(LEVEL)
+    state, reward, blocked = es.play(level, list("LRRLL"))
+    assert es.is_solved(state) and state.player == (1, 3)
+    assert reward == pytest.approx(-0.05 + 0.09 + 11.09)
+    assert blocked == 1
+
+
+# ---------------------------------------------------------------- deadlocks and the solver
+@pytest.mark.parametrize("rows, expected", [
+    (["#####", "#$  #", "# @.#", "#####"], True),    # box in a corner off the goals
+    (["#####", "#  $#", "#@ .#", "#####"], True),    # another corner
+    (["#####", "#*  #", "# @ #", "#####"], False),   # in a corner but on a goal
+    (["#####", "# $ #", "# @.#", "#####"], False),   # against one wall only
+    (["#####", "#   #", "#@$.#", "#   #", "#####"], False),  # in the open
+])
+def test_deadlocked_corner(rows, expected):
+    assert es.deadlocked(board(rows)) is expected
+    assert ("deadlocked" in es.status(board(rows))) is expected
+
+
+def test_solve_by_hand():
+    assert es.solve(board(["#####", "#@$.#", "#####"])) == "R"
+    assert es.solve(board(["#####", "# @*#", "#####"])) == ""
+    detour = board(["######",
+                    "#@   #",
+                    "# $  #",
+                    "#   .#",
+                    "######"])  # e.g. DRRURD or RDLDRR: 6 moves, no shorter way
+    solution = es.solve(detour)
+    assert len(solution) == 6 and es.is_solved(es.play(detour, solution)[0])
+    assert es.solve(detour, max_states=3) is None
+    assert es.solve(board(["#####", "#$  #", "# @.#", "#####"])) is None       # deadlocked
+    assert es.solve(board(["######", "# $  #", "#@  .#", "######"])) is None   # stuck on a wall
+
+
+# ---------------------------------------------------------------- the generator
+@pytest.mark.parametrize("settings", [{}, {"boxes": 2}, {"size": 7, "boxes": 2, "walls": 3}])
+def test_generated_levels_are_solvable(settings):
+    size, boxes = settings.get("size", 6), settings.get("boxes", 1)
+    for seed in range(300):
+        level = es.level_for(seed, **settings)
+        assert level.shape == (size, size)
+        assert len(level.boxes) == len(level.goals) == boxes
+        assert all((0, c) in level.walls and (size - 1, c) in level.walls for c in range(size))
+        assert not es.is_solved(level)
+        solution = es.solve(level)
+        assert solution, (seed, es.render(level))
+        assert es.is_solved(es.play(level, solution)[0])
+
+
+def test_generator_is_deterministic_and_difficulty_grows_with_reverse_steps():
+    assert es.level_for(5) == es.level_for(5)
+    assert es.level_for(5, boxes=2, walls=2) == es.level_for(5, boxes=2, walls=2)
+    assert len({es.render(es.level_for(seed)) for seed in range(20)}) >= 15
+    easy = sum(len(es.solve(es.level_for(seed, reverse_steps=3))) for seed in range(100))
+    hard = sum(len(es.solve(es.level_for(seed, reverse_steps=40))) for seed in range(100))
+    assert hard > easy
+    with pytest.raises(ValueError):
+        es.level_for(0, size=4, boxes=4)  # 4 inner cells: no room for 4 boxes and the player
+
+
+# ---------------------------------------------------------------- the model's moves
+@pytest.mark.parametrize("text, expected", [
+    ("<answer>R R D</answer>", ["R", "R", "D"]),
+    ("I push right first.\n<answer> up, Left ,DOWN </answer>", ["U", "L", "D"]),
+    ('<answer>["R", "D"]</answer>', ["R", "D"]),
+    ("<ANSWER>rrd</ANSWER>", ["R", "R", "D"]),
+    ("<answer>\nR\nR.\n</answer>", ["R", "R"]),
+    ("<answer>L</answer> no wait <answer>U</answer>", ["U"]),
+    ("<answer>" + "R " * 12 + "</answer>", ["R"] * 12),  # all come back; a turn plays 8
+    ("R R D", None),
+    ("<answer></answer>", None),
+    ("<answer>jump</answer>", None),
+    ("<answer>R, X</answer>", None),
+    ("<answer>123</answer>", None),
+    ("<answer>R R", None),
+])
+def test_parse_moves(text, expected):
+    assert es.parse_moves(text) == expected
+
+
+def test_parse_moves_never_raises_on_garbage():
+    rng = random.Random(0)
+    alphabet = list("<>/answerUDLRudlrxyz ,[]\"'\n{}") + ["<answer>", "</answer>", "up", "left"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(40)))
+        moves = es.parse_moves(text)
+        assert moves is None or (moves and set(moves) <= set("UDLR"))
+
+
+# ---------------------------------------------------------------- the two-role task
+def test_planner_is_scored_on_a_copy_and_the_real_board_stays():
+    task = es.SokobanTask(board(LEVEL))
+    reward = task.act("planner", "<answer>R</answer>")
+    assert reward == pytest.approx((-0.01 + 0.1) + 1.0 * 1)  # local + alpha * simulated team
+    assert task.state == board(LEVEL) and task.turn == 0 and task.next_role == "executor"
+    half = es.SokobanTask(board(LEVEL), alpha=0.5)
+    assert half.act("planner", "<answer>R</answer>") == pytest.approx(0.09 + 0.5 * 1)
+
+
+def test_executor_sees_the_simulated_proposal_and_plays_for_real():
+    task = es.SokobanTask(board(LEVEL))
+    task.act("planner", "<answer>R</answer>")
+    user = task.messages("executor")[1]["content"]
+    simulated = es.play(board(LEVEL), ["R"])[0]
+    assert "The planner proposes: R\n" in user
+    assert es.render(simulated) in user and es.render(board(LEVEL)) in user
+    assert "boxes on goals 0/1, distance 2 -> 1, solved: no" in user
+    reward = task.act("executor", "<answer>R R L L</answer>")  # L L come after the solve
+    assert reward == pytest.approx((0.09 + 11.09) + 1.0 * (2 + 10))
+    assert task.solved and task.done and task.turn == 1
+    assert task.state == es.play(board(LEVEL), "RR")[0]
+    with pytest.raises(ValueError):
+        task.act("planner", "<answer>L</answer>")
+
+
+def test_next_turn_shows_what_was_played():
+    task = es.SokobanTask(board(LEVEL))
+    task.act("planner", "<answer>D</answer>")
+    assert task.act("executor", "<answer>R</answer>") == pytest.approx(0.09 + 1)
+    user = task.messages("planner")[1]["content"]
+    assert user.startswith("Turn 2 of 4.")
+    assert es.render(es.move(board(LEVEL), "R")) in user
+    assert "Last turn these moves were played: R\n" in user and "distance 2 -> 1" in user
+
+
+def test_copies_are_independent_and_give_identical_prompts():
+    task = es.SokobanTask(board(LEVEL))
+    before = task.messages("planner")
+    assert task.copy().messages("planner") == before
+    branch = task.copy()
+    branch.act("planner", "<answer>R</answer>")
+    branch.act("executor", "<answer>R</answer>")
+    assert task.messages("planner") == before
+    assert task.state == board(LEVEL) and task.turn == 0 and task.observation == ""
+    task.act("planner", "<answer>D</answer>")
+    executor_prompt = task.messages("executor")
+    task.copy().act("executor", "<answer>R R</answer>")
+    assert task.messages("executor") == executor_prompt and not task.solved
+
+
+def test_tree_sampling_pattern_continues_from_the_best_copy():
+    task = es.SokobanTask(board(LEVEL))
+    candidates = ["<answer>L</answer>", "<answer>R R</answer>", "nonsense", "<answer>D</answer>"]
+    scored = [(branch.act("planner", text), branch)
+              for branch, text in ((task.copy(), text) for text in candidates)]
+    best_reward, best = max(scored, key=lambda pair: pair[0])
+    assert best_reward == pytest.approx(0.09 + 11.09 + 12)
+    assert "The planner proposes: R R" in best.messages("executor")[1]["content"]
+    assert task.next_role == "planner" and task.observation == ""
+
+
+def test_turn_limit_ends_the_episode():
+    task = es.SokobanTask(board(LEVEL), max_turns=2)
+    for _ in range(2):
+        assert task.act("planner", "<answer>L</answer>") == pytest.approx(-0.05)
+        assert task.act("executor", "<answer>L</answer>") == pytest.approx(-0.05)
+    assert task.done and not task.solved and task.turn == 2
+    with pytest.raises(ValueError):
+        task.messages("planner")
+
+
+def test_unreadable_answers_cost_a_penalty_and_leave_a_note():
+    task = es.SokobanTask(board(LEVEL))
+    assert task.act("planner", "I am not sure.") == es.FORMAT_PENALTY
+    assert "no readable moves" in task.messages("executor")[1]["content"]
+    assert task.act("executor", "<answer>jump</answer>") == es.FORMAT_PENALTY
+    assert task.turn == 1 and task.state == board(LEVEL)
+    assert "nothing was played" in task.messages("planner")[1]["content"]
+
+
+def test_deadlock_is_reported_to_the_executor():
+    task = es.SokobanTask(board(["######", "# $@.#", "#    #", "######"]))
+    task.act("planner", "<answer>L</answer>")
+    assert "deadlocked" in task.messages("executor")[1]["content"]
+
+
+def test_roles_must_act_in_order():
+    task = es.SokobanTask(board(LEVEL))
+    with pytest.raises(ValueError):
+        task.act("executor", "<answer>R</answer>")
+    with pytest.raises(ValueError):
+        task.messages("executor")
+
+
+def test_at_most_max_moves_are_played_per_turn():
+    corridor = board(["#############",
+                      "#@        $.#",
+                      "#############"])
+    task = es.SokobanTask(corridor, planner=False)
+    reward = task.act("executor", "<answer>" + "R " * 9 + "</answer>")  # the 9th would solve
+    assert es.MAX_MOVES == 8 and reward == pytest.approx(8 * -0.01)
+    assert task.state.player == (1, 9) and not task.solved
+
+
+def test_single_agent_executor_plays_alone():
+    task = es.SokobanTask(board(LEVEL), planner=False)
+    assert task.roles == ("executor",)
+    system, user = task.messages("executor")
+    assert system["role"] == "system" and user["role"] == "user"
+    assert "planner" not in system["content"] and "propos" not in user["content"]
+    assert es.render(board(LEVEL)) in user["content"]
+    assert "<answer>R R D</answer>" in user["content"]
+    with pytest.raises(ValueError):
+        task.act("planner", "<answer>R</answer>")
+    task.act("executor", "<answer>R</answer>")
+    assert task.turn == 1 and task.next_role == "executor"
+
+
+# ---------------------------------------------------------------- command-line probe
+def test_cli_json_is_one_line_with_the_optimal_solution():
+    out = cli("--seed", "3", "--json")
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 1
+    record = json.loads(out.stdout)
+    level = es.level_for(3)
+    assert record["board"] == es.render(level).split("\n")
+    assert len(record["solution"]) == len(es.solve(level))
+    assert es.is_solved(es.play(es.parse_board(record["board"]), record["solution"])[0])
+
+
+def test_cli_moves_are_applied_first():
+    level = es.level_for(3, size=7, boxes=2, reverse_steps=30)
+    full = es.solve(level)
+    out = cli("--seed", "3", "--size", "7", "--boxes", "2", "--reverse-steps", "30",
+              "--json", "--moves", full[0].lower())
+    record = json.loads(out.stdout)
+    assert record["board"] == es.render(es.move(level, full[0])).split("\n")
+    assert len(record["solution"]) == len(full) - 1
+    assert cli("--moves", "xyz").returncode == 2
+
+
+def test_cli_text_output():
+    out = cli("--seed", "0")
+    assert es.render(es.level_for(0)) in out.stdout
+    assert f"optimal solution: {es.solve(es.level_for(0))}" in out.stdout
+
+
+def test_cli_play_with_piped_input():
+    solution = es.solve(es.level_for(1))
+    out = cli("--seed", "1", "--play", stdin="hello\nreset\n" + " ".join(solution) + "\n")
+    assert out.returncode == 0 and "not moves: 'hello'" in out.stdout and "Solved!" in out.stdout
+    out = cli("--seed", "1", "--play", stdin="quit\n" + solution + "\n")
+    assert out.returncode == 0 and "Solved!" not in out.stdout
