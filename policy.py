@@ -116,6 +116,25 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     return [cut_at_stop(row.tolist(), tok, stop_strings) for row in out[:, width:].cpu()]
 
 
+def prompt_ids(tok, messages, prefill=""):
+    """The chat template's prompt (with the assistant header) plus the prefill, as token ids."""
+    text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return tok(text + prefill, add_special_tokens=False)["input_ids"]
+
+
+def chat_sampler(models, tok, args, stop_strings, greedy=False):
+    """sample(role, message_lists) -> [(prompt_ids, response_ids, text)]: one turn for every
+    chat prompt, in one batched generate on the model of that role (models: role -> model;
+    a shared policy maps every role to the same model)."""
+    def sample(role, message_lists):
+        prompts = [prompt_ids(tok, m, args.prefill) for m in message_lists]
+        new = generate_turn(models[role], tok, prompts, args.max_completion_length, args.temperature,
+                            args.top_p, stop_strings, greedy, args.bf16)
+        return [(p, n, args.prefill + tok.decode(n, skip_special_tokens=True))
+                for p, n in zip(prompts, new)]
+    return sample
+
+
 def cut_at_stop(new_ids, tok, stop_strings):
     """Keep tokens up to and including EOS or the token that completes a stop string."""
     eos = tok.eos_token_id if isinstance(tok.eos_token_id, list) else [tok.eos_token_id]

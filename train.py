@@ -47,7 +47,7 @@ class Args:
     loss_type: str = "token"  # token: mean over all tokens of the batch; seq: mean of sequence means
     alpha: float = 1.0  # MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...
     max_grad_norm: float = 1.0  # gradient-norm clip
-    micro_batch_size: int = 8  # sequences per forward/backward; sets peak memory
+    micro_batch_size: int = 1  # sequences per forward/backward: sets peak memory (CPU: 1 is also fastest)
     temperature: float = 1.0  # sampling temperature (log-probs use the same)
     top_p: float = 1.0  # nucleus sampling
     one_shot: bool = True  # show one worked example as earlier chat turns (small models need it)
