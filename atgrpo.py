@@ -122,4 +122,4 @@ def episode_metrics(groups, final):
 def evaluate(sample_greedy, seeds, args):
     """Greedy play (one candidate per agent and turn) on held-out levels."""
     groups, final = tree_rollout(make_tasks(seeds, args), seeds, sample_greedy, 1)
-    return {"eval_" + k: v for k, v in episode_metrics(groups, final).items()}
+    return episode_metrics(groups, final)

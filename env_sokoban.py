@@ -232,9 +232,13 @@ def moves_in(text):
 
 def parse_moves(text):
     """The moves ["R", "R", "D"] in the last <answer>R R D</answer> (or <answer>["r", "right",
-    "down"]</answer>, ...) of a model's output; None without an answer or readable moves."""
+    "down"]</answer>, ...) of a model's output; None without an answer or readable moves.
+    An answer left open (the model ran on without </answer>) counts up to the end of its line."""
     answers = ANSWER_TAG.findall(text)
-    return moves_in(answers[-1]) if answers else None
+    if answers:
+        return moves_in(answers[-1])
+    opened = re.split("<answer>", text, flags=re.IGNORECASE)
+    return moves_in(opened[-1].split("\n", 1)[0]) if len(opened) > 1 else None
 
 
 # ---------------------------------------------------------------- the two-role task

@@ -117,9 +117,10 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
 
 
 def prompt_ids(tok, messages, prefill=""):
-    """The chat template's prompt (with the assistant header) plus the prefill, as token ids."""
+    """The chat template's prompt (with the assistant header), then the prefill, as token ids."""
     text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return tok(text + prefill, add_special_tokens=False)["input_ids"]
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    return ids + (tok(prefill, add_special_tokens=False)["input_ids"] if prefill else [])
 
 
 def chat_sampler(models, tok, args, stop_strings, greedy=False):
@@ -144,6 +145,47 @@ def cut_at_stop(new_ids, tok, stop_strings):
         if stop_strings and any(s in tok.decode(new_ids[max(0, i - 8):i + 1]) for s in stop_strings):
             return new_ids[:i + 1]
     return new_ids
+
+
+def env_suffix_ids(tok, observation, last_token):
+    """Token ids that close the model's turn, show `observation` as a user message and open
+    the next assistant turn, as the chat template writes them (tokenised once, mask 0)."""
+    probe = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "\x00"}]
+    text = tok.apply_chat_template(probe + [{"role": "user", "content": observation}],
+                                   tokenize=False, add_generation_prompt=True)
+    suffix = text[text.index("\x00") + 1:]
+    end = tok.decode([last_token])
+    if last_token == tok.eos_token_id and suffix.startswith(end):
+        suffix = suffix[len(end):]  # the model already closed its turn itself
+    return tok(suffix, add_special_tokens=False)["input_ids"]
+
+
+def play_episodes(model, tok, envs, args, stop_strings, greedy=False):
+    """Play multi-turn episodes (env.messages, env.step(text) -> observation or None) to the
+    end, every active episode of a turn in one generate call. Returns one Sample per episode
+    (advantages filled later), `turn_of` (per token: the 0-based turn that generated it, -1 for
+    prompt and environment tokens) and the number of generated tokens."""
+    prefill = tok(args.prefill, add_special_tokens=False)["input_ids"] if args.prefill else []
+    ids = [prompt_ids(tok, env.messages, args.prefill) for env in envs]
+    turn_of = [[-1] * len(x) for x in ids]
+    active, turn, n_generated = list(range(len(envs))), 0, 0
+    while active:
+        new = generate_turn(model, tok, [ids[i] for i in active], args.max_completion_length,
+                            args.temperature, args.top_p, stop_strings, greedy, args.bf16)
+        still = []
+        for i, n in zip(active, new):
+            ids[i] += n
+            turn_of[i] += [turn] * len(n)
+            n_generated += len(n)
+            obs = envs[i].step(args.prefill + tok.decode(n, skip_special_tokens=True))
+            if obs is not None:
+                extra = env_suffix_ids(tok, obs, n[-1] if n else -1) + prefill
+                ids[i] += extra
+                turn_of[i] += [-1] * len(extra)
+                still.append(i)
+        active, turn = still, turn + 1
+    samples = [Sample(ids=x, mask=[int(t >= 0) for t in tt], adv=[]) for x, tt in zip(ids, turn_of)]
+    return samples, turn_of, n_generated
 
 
 # ---------------------------------------------------------------- scoring

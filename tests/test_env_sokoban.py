@@ -179,7 +179,9 @@ def test_generator_is_deterministic_and_difficulty_grows_with_reverse_steps():
     ("<answer>jump</answer>", None),
     ("<answer>R, X</answer>", None),
     ("<answer>123</answer>", None),
-    ("<answer>R R", None),
+    ("<answer>R R", ["R", "R"]),  # left open: up to the end of the line
+    ("<answer>R R D\n\nThe board:\n#####", ["R", "R", "D"]),
+    ("<answer>\nR R", None),
 ])
 def test_parse_moves(text, expected):
     assert es.parse_moves(text) == expected

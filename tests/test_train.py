@@ -3,6 +3,7 @@ one step end to end on a tiny random model, resume equality, and a smoke step on
 model."""
 import json
 import os
+import random
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +12,7 @@ from transformers import AutoModelForCausalLM
 
 import env_search
 import mtgrpo
+import policy
 import rewards
 import train
 
@@ -36,13 +38,13 @@ def scripted(monkeypatch, tok, turns):
     """Replace generate_turn: call i returns turns[i] (token ids per active episode)."""
     calls = [[ids(tok, t) + ([tok.eos_token_id] if t.endswith("</answer>") else []) for t in row]
              for row in turns]
-    monkeypatch.setattr(train, "generate_turn", lambda model, tok, prefixes, *a, **k: calls.pop(0))
+    monkeypatch.setattr(policy, "generate_turn", lambda model, tok, prefixes, *a, **k: calls.pop(0))
 
 
 def test_env_suffix_closes_the_turn_and_opens_the_next(tokenizer):
-    got = tokenizer.decode(train.env_suffix_ids(tokenizer, "<result>\nX\n</result>", last_token=5))
+    got = tokenizer.decode(policy.env_suffix_ids(tokenizer, "<result>\nX\n</result>", last_token=5))
     assert got == "<|im_end|>\n<|im_start|>user\n<result>\nX\n</result><|im_end|>\n<|im_start|>assistant\n"
-    after_eos = train.env_suffix_ids(tokenizer, "OBS", last_token=tokenizer.eos_token_id)
+    after_eos = policy.env_suffix_ids(tokenizer, "OBS", last_token=tokenizer.eos_token_id)
     assert tokenizer.decode(after_eos) == "\n<|im_start|>user\nOBS<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -50,7 +52,7 @@ def test_token_masks_of_a_two_turn_episode(monkeypatch, tokenizer):
     tok, retriever = tokenizer, env_search.BM25Retriever(DOCS)
     env = env_search.SearchEnv("Capital of France?", ["Paris"], retriever)
     scripted(monkeypatch, tok, [[TURN1], [TURN2]])
-    samples, turn_of, n_gen = train.rollout(None, tok, [env], args_for())
+    samples, turn_of, n_gen = policy.play_episodes(None, tok, [env], args_for(), env_search.STOP_STRINGS)
     prompt = ids(tok, "<|im_start|>system\n" + env_search.SYSTEM_PROMPT + "<|im_end|>\n"
                  "<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n") + ids(tok, "<reasoning>")
     t1, t2 = ids(tok, TURN1), ids(tok, TURN2) + [tok.eos_token_id]
@@ -73,7 +75,8 @@ def test_turn_advantages_reach_the_right_tokens(monkeypatch, tokenizer):
     scripted(monkeypatch, tokenizer, [[TURN1, WRONG], [TURN2]])
     monkeypatch.setattr(train, "make_envs", lambda qs, r, a, repeat=1: [
         env_search.SearchEnv("Capital of France?", ["Paris"], retriever) for _ in range(repeat)])
-    train.train_step(None, tokenizer, None, None, [{"question": "q", "answers": ["Paris"]}], retriever, args_for())
+    train.train_step(train.search_rollout, {"policy": None}, tokenizer, None, {"policy": None},
+                     [{"question": "q", "answers": ["Paris"]}], retriever, args_for())
     good, bad = captured["s"]
     # hand check of the rewards: R^T = [0.2 + 0.5, 0]; MT-GRPO A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O)
     env0 = env_search.SearchEnv("q", ["Paris"], retriever)
@@ -127,10 +130,10 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, tiny_model_d
     crashed, flags = tiny_run(tmp_path, tiny_model_dir, "crashed", "--steps", "4")
     real_save = train.save_checkpoint
 
-    def crash_at_4(model, tok, opt, step, rng, out):
+    def crash_at_4(models, tok, opts, step, rng, out):
         if step == 4:  # step 4's log line is written, its checkpoint never is
             raise KeyboardInterrupt
-        real_save(model, tok, opt, step, rng, out)
+        real_save(models, tok, opts, step, rng, out)
     monkeypatch.setattr(train, "save_checkpoint", crash_at_4)
     with pytest.raises(KeyboardInterrupt):
         train.main(flags)
@@ -153,7 +156,10 @@ def test_an_interrupted_save_falls_back_to_the_previous_checkpoint(tmp_path):
 def test_clear_errors_for_bad_flags(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.parse_args(["--algo", "ppo"])
-    assert "--algo must be mt, mr or or" in capsys.readouterr().err
+    assert "--algo must be one of mt, mr, or with --env search" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.parse_args(["--policy", "per-role"])
+    assert "per-role with --env sokoban" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.parse_args(["--resume", str(tmp_path)])
     assert "no args.json" in capsys.readouterr().err
@@ -172,3 +178,59 @@ def test_smoke_step_on_the_bundled_model(tmp_path):
                           "--max-completion-length", "16", "--eval-every", "0", "--out", out])
     assert history[-1]["step"] == 1 and history[-1]["gen_tokens"] > 0
     assert os.path.exists(os.path.join(out, "checkpoint", "model.safetensors"))
+
+
+def sokoban_flags(tmp_path, tiny_model_dir, name, *extra):
+    return ["--env", "sokoban", "--model", tiny_model_dir, "--steps", "1", "--batch-size", "2",
+            "--num-generations", "2", "--max-completion-length", "4", "--eval-n", "2",
+            "--eval-every", "1", "--learning-rate", "1e-3", "--warmup-steps", "1", "--bf16", "false",
+            "--out", str(tmp_path / name), *extra]
+
+
+def spy_updates(monkeypatch):
+    calls, real = [], train.policy_update
+
+    def spy(model, optimizer, samples, args):
+        calls.append((id(model), {s.role for s in samples}))
+        return real(model, optimizer, samples, args)
+    monkeypatch.setattr(train, "policy_update", spy)
+    return calls
+
+
+def scripted_moves(models, tok, args, stop_strings, greedy=False):
+    """A sampler whose answers are random moves (as real token ids), so rewards differ."""
+    rng = random.Random(0)
+
+    def sample(role, message_lists):
+        texts = [f"<answer>{rng.choice(['U', 'D', 'L', 'R', 'U U', 'L D'])}</answer>" for _ in message_lists]
+        return [(policy.prompt_ids(tok, m), ids(tok, t), t) for m, t in zip(message_lists, texts)]
+    return sample
+
+
+def test_per_role_policies_train_only_on_their_role(tmp_path, tiny_model_dir, monkeypatch):
+    calls = spy_updates(monkeypatch)
+    monkeypatch.setattr(train, "chat_sampler", scripted_moves)
+    history = train.main(sokoban_flags(tmp_path, tiny_model_dir, "per-role", "--policy", "per-role"))
+    assert [roles for _, roles in calls] == [{"planner"}, {"executor"}]
+    assert calls[0][0] != calls[1][0]  # two different models
+    assert {"loss_planner", "loss_executor", "success", "eval_success"} <= set(history[-1])
+    ckpt = tmp_path / "per-role" / "checkpoint"
+    planner = AutoModelForCausalLM.from_pretrained(ckpt / "planner").state_dict()
+    executor = AutoModelForCausalLM.from_pretrained(ckpt / "executor").state_dict()
+    assert any(not torch.equal(planner[k], executor[k]) for k in planner)  # updated apart
+
+
+def test_shared_policy_trains_on_every_role(tmp_path, tiny_model_dir, monkeypatch):
+    calls = spy_updates(monkeypatch)
+    train.main(sokoban_flags(tmp_path, tiny_model_dir, "shared"))
+    assert [roles for _, roles in calls] == [{"planner", "executor"}]
+    assert (tmp_path / "shared" / "checkpoint" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("extra", [["--algo", "grpo"], ["--single-agent", "true"]])
+def test_sokoban_baselines_run(tmp_path, tiny_model_dir, monkeypatch, extra):
+    calls = spy_updates(monkeypatch)
+    history = train.main(sokoban_flags(tmp_path, tiny_model_dir, "baseline", *extra))
+    assert history[-1]["step"] == 1 and 0 <= history[-1]["eval_success"] <= 1
+    if "--single-agent" in extra:
+        assert calls[0][1] == {"executor"}
