@@ -25,12 +25,9 @@ MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 MOVE_WORDS = {"up": "U", "down": "D", "left": "L", "right": "R"}
 SYMBOLS = "# .$*@+"  # wall, floor, goal, box, box on goal, player, player on goal
 
-STEP_REWARD = -0.01
-INVALID_REWARD = -0.05
-BOX_ON_GOAL_REWARD = 1.0
-BOX_OFF_GOAL_REWARD = -0.5
-SHAPING = 0.1
-SOLVE_REWARD = 10.0
+STEP_REWARD, INVALID_REWARD = -0.01, -0.05  # a move; a blocked move (instead)
+BOX_ON_GOAL_REWARD, BOX_OFF_GOAL_REWARD = 1.0, -0.5
+SHAPING, SOLVE_REWARD = 0.1, 10.0  # times the box-goal distance gained; the solving move
 FORMAT_PENALTY = -0.1  # an answer with no readable moves (ours; the paper's code gives -2 or 0)
 MAX_MOVES = 8          # moves applied per turn; the rest of a longer answer is ignored
 ROLES = ("planner", "executor")

@@ -234,3 +234,12 @@ def test_sokoban_baselines_run(tmp_path, tiny_model_dir, monkeypatch, extra):
     assert history[-1]["step"] == 1 and 0 <= history[-1]["eval_success"] <= 1
     if "--single-agent" in extra:
         assert calls[0][1] == {"executor"}
+
+
+def test_reference_model_and_two_updates_per_batch(tmp_path, tiny_model_dir, monkeypatch):
+    """beta > 0 loads a frozen reference; mu = 2 stores the old log-probs first, so the second
+    update sees a policy that has moved away from the reference (KL > 0)."""
+    monkeypatch.setattr(train, "chat_sampler", scripted_moves)  # rewards that differ
+    line = train.main(sokoban_flags(tmp_path, tiny_model_dir, "ref", "--beta", "0.1",
+                                    "--num-iterations", "2", "--eval-every", "0"))[-1]
+    assert line["kl"] > 0 and line["t_reference"] > 0
