@@ -23,3 +23,15 @@ def tiny_model_dir(tmp_path_factory, tokenizer):
     LlamaForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+def garbled_text(rng, pieces):
+    """Random text for robustness tests: up to 12 parts, each a protocol fragment from
+    `pieces` or a run of random unicode code points."""
+    parts = []
+    for _ in range(rng.randint(0, 12)):
+        if rng.random() < 0.3:
+            parts.append("".join(chr(rng.randint(1, 0x2FFFF)) for _ in range(rng.randint(1, 6))))
+        else:
+            parts.append(rng.choice(pieces))
+    return "".join(parts)

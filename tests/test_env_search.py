@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import garbled_text
 
 import env_search as es
 import rewards
@@ -212,13 +213,7 @@ def random_text(rng):
     pieces = ["<tool>", "</tool>", "<answer>", "</answer>", "<reasoning>", "</reasoning>",
               "<too", "</ans", "<tool><tool>", '{"name": "wiki_search", "args": {"query": "',
               '"}}', "{", "[", "null", "Paris", "\n", "é", "🚗", "\u202e", "\x00"]
-    parts = []
-    for _ in range(rng.randint(0, 12)):
-        if rng.random() < 0.3:
-            parts.append("".join(chr(rng.randint(1, 0x2FFFF)) for _ in range(rng.randint(1, 6))))
-        else:
-            parts.append(rng.choice(pieces))
-    return "".join(parts)
+    return garbled_text(rng, pieces)
 
 
 def test_garbage_through_parser_env_and_search_never_escapes(capitals):

@@ -2,6 +2,7 @@
 import random
 
 import pytest
+from conftest import garbled_text
 
 import rewards
 from rewards import exact_match, normalize_answer, reward_components
@@ -142,13 +143,7 @@ def random_text(rng):
     pieces = ["<tool>", "</tool>", "<answer>", "</answer>", "<reasoning>", "</reasoning>",
               "<result>", "</result>", '{"name": "wiki_search", "args": {"query": "', '"}}',
               "Error:", "<", ">", "/", "\n", " ", "2001", "Space Odyssey", "é", "🚗", "\u202e"]
-    parts = []
-    for _ in range(rng.randint(0, 12)):
-        if rng.random() < 0.3:
-            parts.append("".join(chr(rng.randint(1, 0x2FFFF)) for _ in range(rng.randint(1, 6))))
-        else:
-            parts.append(rng.choice(pieces))
-    return "".join(parts)
+    return garbled_text(rng, pieces)
 
 
 def test_random_garbage_never_raises_and_stays_in_range():
