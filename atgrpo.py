@@ -64,7 +64,7 @@ def tree_samples(groups):
     samples = []
     for g in groups:
         adv = group_norm(torch.tensor([g.rewards], dtype=torch.float64))[0].tolist()
-        samples += [to_sample(c, a, g.key[1]) for c, a in zip(g.candidates, adv)]
+        samples += [to_sample(c, a, g.key, [r]) for c, a, r in zip(g.candidates, adv, g.rewards)]
     return samples
 
 
@@ -77,14 +77,17 @@ def trajectory_samples(groups, env_ids, K):
         returns[g.key[0]] += g.rewards[0]
     r = torch.tensor([returns[j] for j in range(len(env_ids))], dtype=torch.float64).view(-1, K)
     adv = group_norm(r).view(-1).tolist()
-    return [to_sample(g.candidates[0], adv[g.key[0]], g.key[1]) for g in groups]
+    return [to_sample(g.candidates[0], adv[g.key[0]], g.key, [returns[g.key[0]]], f"trajectories of level {g.key[0] // K}")
+            for g in groups]
 
 
-def to_sample(candidate, advantage, role):
-    """Prompt (mask 0) + response (mask 1, carrying the advantage)."""
-    prompt, response, _ = candidate
+def to_sample(candidate, advantage, key, rewards, group=None):
+    """Prompt (mask 0) + response (mask 1, carrying the advantage) of agent key[1] at turn key[2]."""
+    (prompt, response, _), (env, role, turn) = candidate, key
     return Sample(ids=list(prompt) + list(response), mask=[0] * len(prompt) + [1] * len(response),
-                  adv=[0.0] * len(prompt) + [advantage] * len(response), role=role)
+                  adv=[0.0] * len(prompt) + [advantage] * len(response), role=role,
+                  turn=[-1] * len(prompt) + [turn] * len(response), rewards=rewards,
+                  group=group or f"level {env} / {role} / turn {turn + 1}")
 
 
 # ---------------------------------------------------------------- training on Sokoban
@@ -108,9 +111,11 @@ def rollout_samples(seeds, sample, args):
 
 
 def episode_metrics(groups, final):
-    """Success rate, moves left to solve, and the mean reward of each role's chosen samples."""
+    """Success rate, turns and moves played, the box-goal distance left, and the mean reward of
+    each role's chosen samples."""
     log = {"success": sum(t.solved for t in final) / len(final),
            "turns": sum(t.turn for t in final) / len(final),
+           "moves": sum(t.moves for t in final) / len(final),
            "box_distance": sum(env_sokoban.box_distance(t.state) for t in final) / len(final)}
     for role in env_sokoban.ROLES:
         chosen = [g.rewards[g.chosen] for g in groups if g.key[1] == role]
@@ -119,7 +124,7 @@ def episode_metrics(groups, final):
     return log
 
 
-def evaluate(sample_greedy, seeds, args):
-    """Greedy play (one candidate per agent and turn) on held-out levels."""
-    groups, final = tree_rollout(make_tasks(seeds, args), seeds, sample_greedy, 1)
+def evaluate(sample, seeds, args):
+    """Play the levels with one candidate per agent and turn (greedy in train.py's evaluation)."""
+    groups, final = tree_rollout(make_tasks(seeds, args), seeds, sample, 1)
     return episode_metrics(groups, final)

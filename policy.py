@@ -26,6 +26,9 @@ class Sample:
     old_logp: list = None  # log-probs under the sampling policy (filled before the update)
     ref_logp: list = None  # log-probs under the reference model (filled when beta > 0)
     role: str = ""  # which agent produced the sample (AT-GRPO per-role routing)
+    turn: list = None  # per token: the 0-based turn that generated it, -1 elsewhere (show.py)
+    group: str = ""  # the group its advantage was normalised in (show.py)
+    rewards: list = None  # the reward of each of its turns (show.py)
 
 
 # ---------------------------------------------------------------- models
@@ -163,8 +166,8 @@ def env_suffix_ids(tok, observation, last_token):
 def play_episodes(model, tok, envs, args, stop_strings, greedy=False):
     """Play multi-turn episodes (env.messages, env.step(text) -> observation or None) to the
     end, every active episode of a turn in one generate call. Returns one Sample per episode
-    (advantages filled later), `turn_of` (per token: the 0-based turn that generated it, -1 for
-    prompt and environment tokens) and the number of generated tokens."""
+    (advantages filled later; .turn: the 0-based turn that generated each token, -1 for prompt
+    and environment tokens) and the number of generated tokens."""
     prefill = tok(args.prefill, add_special_tokens=False)["input_ids"] if args.prefill else []
     ids = [prompt_ids(tok, env.messages, args.prefill) for env in envs]
     turn_of = [[-1] * len(x) for x in ids]
@@ -184,8 +187,8 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False):
                 turn_of[i] += [-1] * len(extra)
                 still.append(i)
         active, turn = still, turn + 1
-    samples = [Sample(ids=x, mask=[int(t >= 0) for t in tt], adv=[]) for x, tt in zip(ids, turn_of)]
-    return samples, turn_of, n_generated
+    samples = [Sample(ids=x, mask=[int(t >= 0) for t in tt], adv=[], turn=tt) for x, tt in zip(ids, turn_of)]
+    return samples, n_generated
 
 
 # ---------------------------------------------------------------- scoring

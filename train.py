@@ -154,18 +154,19 @@ def search_rollout(models, tok, questions, retriever, args):
     """G two-turn episodes per question; samples carry the MT-GRPO (or OR / MR) advantages."""
     G, model = args.num_generations, models["policy"]
     envs = make_envs(questions, retriever, args, repeat=G)
-    samples, turn_of, n_generated = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS)
+    samples, n_generated = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS)
     turn_r, outcome_r, log = score(envs)
     adv = mtgrpo.turn_advantages(torch.tensor(turn_r).view(-1, G, 1),
                                  torch.tensor(outcome_r).view(-1, G), args.algo, args.alpha)
-    for s, t, a in zip(samples, turn_of, adv.view(len(envs), -1)):
-        s.adv = mtgrpo.token_advantages(t, a.tolist())
+    for i, (s, a) in enumerate(zip(samples, adv.view(len(envs), -1))):
+        s.adv = mtgrpo.token_advantages(s.turn, a.tolist())
+        s.group, s.rewards = f"question {i // G + 1}: {envs[i].question}", turn_r[i] + [outcome_r[i]]
     return samples, n_generated, log
 
 
-def search_eval(models, tok, questions, retriever, args):
+def search_eval(models, tok, questions, retriever, args, greedy=True):
     envs = make_envs(questions, retriever, args)
-    play_episodes(models["policy"], tok, envs, args, env_search.STOP_STRINGS, greedy=True)
+    play_episodes(models["policy"], tok, envs, args, env_search.STOP_STRINGS, greedy)
     return score(envs)[2]
 
 
@@ -182,14 +183,15 @@ def sokoban_rollout(models, tok, seeds, _, args):
     return samples, n_generated, atgrpo.episode_metrics(groups, final)
 
 
-def sokoban_eval(models, tok, seeds, _, args):
-    sample = chat_sampler(role_models(models), tok, args, ["</answer>"], greedy=True)
+def sokoban_eval(models, tok, seeds, _, args, greedy=True):
+    sample = chat_sampler(role_models(models), tok, args, ["</answer>"], greedy)
     return atgrpo.evaluate(sample, seeds, args)
 
 
 # ---------------------------------------------------------------- one training step
 def train_step(rollout, models, tok, ref, optimizers, batch, data, args):
-    """Roll out, then update each policy on its own samples (a shared policy on all of them)."""
+    """Roll out, then update each policy on its own samples (a shared policy on all of them).
+    Returns the log line and the samples."""
     t0 = time.time()
     samples, n_generated, log = rollout(models, tok, batch, data, args)
     t_gen, t0 = time.time() - t0, time.time()
@@ -207,12 +209,35 @@ def train_step(rollout, models, tok, ref, optimizers, batch, data, args):
     log.update(adv_mean=token_adv.mean().item(), adv_std=token_adv.std().item(),
                gen_tokens=n_generated, tokens_per_s=n_generated / t_gen,
                t_generate=t_gen, t_reference=t_ref, t_update=time.time() - t0)
-    return log
+    return log, samples
 
 
 def routed(samples, name):
     """A per-role policy trains only on its role's samples."""
     return samples if name == "policy" else [s for s in samples if s.role == name]
+
+
+def save_rollouts(samples, tok, path):
+    """One JSON line per sample for show.py: its group, role and per-turn rewards, and per
+    token its text, mask (1 = trained), advantage and turn (-1 = prompt or environment)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        for s in samples:
+            f.write(json.dumps({"group": s.group, "role": s.role, "rewards": s.rewards,
+                                "tokens": token_texts(tok, s.ids), "mask": s.mask,
+                                "adv": s.adv, "turn": s.turn}) + "\n")
+
+
+def token_texts(tok, ids):
+    """The text of each token. A character split over several byte-level tokens is shown on the
+    last of them (the others get ""), so no token decodes to the replacement character."""
+    texts, start = [], 0
+    for i in range(len(ids)):
+        piece = tok.decode(ids[start:i + 1])
+        partial = piece.endswith("\ufffd") and i + 1 - start < 4  # UTF-8 needs at most 4 bytes
+        texts.append("" if partial else piece)
+        start = start if partial else i + 1
+    return texts
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -312,7 +337,9 @@ def main(argv=None):
             for g in o.param_groups:
                 g["lr"] = args.learning_rate * min(1.0, step / max(1, args.warmup_steps))
         batch = rng.sample(pool, args.batch_size)
-        line = {"step": step, **train_step(rollout, models, tok, ref, optimizers, batch, data, args)}
+        stats, samples = train_step(rollout, models, tok, ref, optimizers, batch, data, args)
+        save_rollouts(samples, tok, os.path.join(args.out, "rollouts", f"step_{step}.jsonl"))
+        line = {"step": step, **stats}
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
             line.update(run_eval())
         write(line)

@@ -105,7 +105,8 @@ def test_team_reward_is_distance_reduction_plus_ten_on_solve():
 
 def test_play_sums_step_rewards_counts_blocked_moves_and_stops_when_solved():
     level = board(LEVEL)
-    state, reward, blocked = es.play(level, list("LRRLL"))
+    state, reward, blocked, played = es.play(level, list("LRRLL"))
+    assert played == 3  # L (blocked), R, R solves; the last L L are not played
     assert es.is_solved(state) and state.player == (1, 3)
     assert reward == pytest.approx(-0.05 + 0.09 + 11.09)
     assert blocked == 1
@@ -216,7 +217,7 @@ def test_executor_sees_the_simulated_proposal_and_plays_for_real():
     assert "boxes on goals 0/1, distance 2 -> 1, solved: no" in user
     reward = task.act("executor", "<answer>R R L L</answer>")  # L L come after the solve
     assert reward == pytest.approx((0.09 + 11.09) + 1.0 * (2 + 10))
-    assert task.solved and task.done and task.turn == 1
+    assert task.solved and task.done and task.turn == 1 and task.moves == 2  # not L L
     assert task.state == es.play(board(LEVEL), "RR")[0]
     with pytest.raises(ValueError):
         task.act("planner", "<answer>L</answer>")
@@ -308,7 +309,7 @@ def test_single_agent_executor_plays_alone():
     assert system["role"] == "system" and user["role"] == "user"
     assert "planner" not in system["content"] and "propos" not in user["content"]
     assert es.render(board(LEVEL)) in user["content"]
-    assert "<answer>R R D</answer>" in user["content"]
+    assert "<answer>L U</answer>" in user["content"]
     with pytest.raises(ValueError):
         task.act("planner", "<answer>R</answer>")
     task.act("executor", "<answer>R</answer>")

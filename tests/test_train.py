@@ -14,6 +14,7 @@ import env_search
 import mtgrpo
 import policy
 import rewards
+import show
 import train
 
 DOCS = [{"title": "Paris", "text": "Paris is the capital and largest city of France."},
@@ -52,7 +53,7 @@ def test_token_masks_of_a_two_turn_episode(monkeypatch, tokenizer):
     tok, retriever = tokenizer, env_search.BM25Retriever(DOCS)
     env = env_search.SearchEnv("Capital of France?", ["Paris"], retriever)
     scripted(monkeypatch, tok, [[TURN1], [TURN2]])
-    samples, turn_of, n_gen = policy.play_episodes(None, tok, [env], args_for(), env_search.STOP_STRINGS)
+    samples, n_gen = policy.play_episodes(None, tok, [env], args_for(), env_search.STOP_STRINGS)
     prompt = ids(tok, "<|im_start|>system\n" + env_search.SYSTEM_PROMPT + "<|im_end|>\n"
                  "<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n") + ids(tok, "<reasoning>")
     t1, t2 = ids(tok, TURN1), ids(tok, TURN2) + [tok.eos_token_id]
@@ -61,7 +62,7 @@ def test_token_masks_of_a_two_turn_episode(monkeypatch, tokenizer):
     s = samples[0]
     assert s.ids == prompt + t1 + env_part + t2  # generated ids kept exactly, env text tokenised once
     assert s.mask == [0] * len(prompt) + [1] * len(t1) + [0] * len(env_part) + [1] * len(t2)
-    assert turn_of[0] == [-1] * len(prompt) + [0] * len(t1) + [-1] * len(env_part) + [1] * len(t2)
+    assert samples[0].turn == [-1] * len(prompt) + [0] * len(t1) + [-1] * len(env_part) + [1] * len(t2)
     assert n_gen == len(t1) + len(t2)
     assert env.completion[0]["content"] == "<reasoning>" + TURN1  # the env sees the prefill too
     assert rewards.tool_execution_reward(env.completion) == 0.2 and rewards.exact_match_reward(env.completion, ["Paris"]) == 1.0
@@ -122,6 +123,21 @@ def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
     assert json.load(open(os.path.join(out, "args.json")))["num_generations"] == 2
     model = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint"))  # HF format
     assert sum(p.numel() for p in model.parameters()) > 0
+    rows = [json.loads(l) for l in open(os.path.join(out, "rollouts", "step_1.jsonl"))]
+    assert len(rows) == 2 and rows[0]["group"] == rows[1]["group"]
+    for r in rows:  # batch 1 x G 2: one group; per token text, mask, advantage and turn
+        assert len(r["tokens"]) == len(r["mask"]) == len(r["adv"]) == len(r["turn"])
+        assert r["group"].startswith("question 1: ") and len(r["rewards"]) == 2
+        assert all((t >= 0) == bool(m) for t, m in zip(r["turn"], r["mask"]))
+    page = show.main([out, "--step", "1"])
+    assert os.path.exists(page) and "turn 1" in open(page).read()
+
+
+def test_token_texts_keep_split_characters_whole(tokenizer):
+    ids = tokenizer("Tokyo 東京 Maß", add_special_tokens=False)["input_ids"]
+    texts = train.token_texts(tokenizer, ids)
+    assert len(texts) == len(ids) and "".join(texts) == "Tokyo 東京 Maß"
+    assert "\ufffd" not in "".join(texts) and " 東" in texts and "京" in texts
 
 
 def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch):

@@ -1,0 +1,237 @@
+"""Compare the advantage estimators of a paper on one seed, one data stream and one budget.
+
+    python compare.py --env search  --out runs/cmp-search  -- --steps 30 --eval-every 10
+    python compare.py --env sokoban --out runs/cmp-sokoban --jobs 2 -- --steps 24 --num-generations 4
+    python compare.py --env search  --out runs/cmp-search  --report-only
+
+--env search runs the three estimators of the MT-GRPO paper (Zeng et al. 2025, arXiv 2505.11821),
+whose training curves and results table set GRPO-OR (outcome reward only) against GRPO-MR (turn
+and outcome reward merged) and MT-GRPO (turn-level advantages): tool execution rate, exact match
+and total reward against steps. --env sokoban sets AT-GRPO's agent- and turn-wise groups with tree
+sampling (Zhao et al. 2025, arXiv 2510.11062) against standard GRPO grouping (one group of
+trajectories per level). Each algorithm runs `train.py --algo A --out OUT/A` with the flags after
+`--`, identical for all. A run that already reached --steps is kept, one with a checkpoint is
+resumed (`train.py --resume`), so a comparison can span sessions; --steps may grow between calls.
+OUT/results.md gets the table, OUT/compare.png the curves (matplotlib: requirements-plot.txt).
+"""
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+import train
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO"}
+ORDER = {"search": ("or", "mr", "mt"), "sokoban": ("grpo", "at")}  # baselines first
+TABLE = {"search": ["reward", "tool_execution_rate", "exact_match", "answer_in_results", "xml_format"],
+         "sokoban": ["success", "box_distance", "reward_planner", "reward_executor"]}
+PLOT = {"search": ["tool_execution_rate", "exact_match", "reward"],
+        "sokoban": ["success", "reward_executor", "reward_planner"]}
+NOTE = {"search": "Training metrics are means over the G sampled rollouts of a step; the evaluation is "
+                  "greedy, on the first --eval-n test questions.",
+        "sokoban": "Training metrics are not like for like: AT-GRPO's episodes continue from the best of "
+                   "K candidates at every agent and turn, GRPO's are K independent trajectories. "
+                   "Compare the greedy evaluation (one episode per held-out level)."}
+MAY_DIFFER = {"algo", "out", "resume", "steps"}  # steps: a run may be extended
+
+
+# ---------------------------------------------------------------- runs: plan, then execute
+def read_log(run):
+    path = os.path.join(run, "log.jsonl")
+    return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
+
+
+def plan(run, want):
+    """'done', 'resume' or 'fresh' for the run folder `run` and the requested train.Args `want`.
+    A folder is reused only if it was run with the same flags (all but algo, out and steps)."""
+    log = read_log(run)
+    done = bool(log) and log[-1]["step"] >= want.steps
+    ckpt = any(os.path.exists(os.path.join(run, c, "trainer_state.pt"))
+               for c in ("checkpoint", "checkpoint.old"))  # as train.checkpoint_dir
+    if not (done or ckpt) or not os.path.exists(os.path.join(run, "args.json")):
+        return "fresh"
+    saved, default = json.load(open(os.path.join(run, "args.json"))), train.Args()
+    for k, v in dataclasses.asdict(want).items():
+        old = saved.get(k, getattr(default, k))  # a flag newer than the run: it ran with the default
+        if k not in MAY_DIFFER and old != v:
+            raise SystemExit(f"{run} was run with {k} {old!r}, you asked {v!r}: "
+                             "use another --out or the same flags")
+    return "done" if done else "resume"
+
+
+def command(env, algo, run, flags, state):
+    where = ["--resume", run] if state == "resume" else ["--out", run]
+    return [sys.executable, os.path.join(HERE, "train.py"), "--env", env, "--algo", algo, *where, *flags]
+
+
+def execute(cmd, out_file, threads, echo):
+    """Run one train.py; its output goes to out_file (appended) and, if echo, to the terminal."""
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    t0 = time.time()
+    with open(out_file, "ab") as f:
+        f.write(f"$ {shlex.join(cmd)}\n".encode())
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        for chunk in iter(lambda: proc.stdout.read1(4096), b""):
+            f.write(chunk)
+            f.flush()  # `tail -f OUT/ALGO.out` follows a run
+            if echo:
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+    return proc.wait(), time.time() - t0
+
+
+def run_all(env, out, flags, jobs):
+    """Check every run folder first (a mismatch stops before any compute), then run the rest."""
+    for bad in ("--algo", "--out", "--resume", "--env"):
+        if any(f == bad or f.startswith(bad + "=") for f in flags):
+            raise SystemExit(f"{bad} is set by compare.py; give --env and --out before the --")
+    todo = []
+    for algo in ORDER[env]:
+        run = os.path.join(out, algo)
+        state = plan(run, train.parse_args(["--env", env, *flags, "--algo", algo, "--out", run]))
+        print(f"{NAMES[algo]:>8}: {state}")
+        if state != "done":
+            todo.append((algo, command(env, algo, run, flags, state)))
+    os.makedirs(out, exist_ok=True)
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else 0
+    if jobs > 1 and todo:
+        print(f"{len(todo)} runs, {jobs} at a time, {threads} threads each; output in {out}/ALGO.out")
+
+    def one(item):
+        algo, cmd = item
+        print(f"{NAMES[algo]:>8}: {shlex.join(cmd)}", flush=True)
+        code, seconds = execute(cmd, os.path.join(out, algo + ".out"), threads, echo=jobs == 1)
+        result = "finished" if code == 0 else f"FAILED (exit {code})"
+        print(f"{NAMES[algo]:>8}: {result} after {duration(seconds)}", flush=True)
+        return code
+    with ThreadPoolExecutor(jobs) as pool:
+        return [a for (a, _), code in zip(todo, pool.map(one, todo)) if code]
+
+
+# ---------------------------------------------------------------- report: table and curves
+def duration(seconds):
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
+def summary(run, keys):
+    """First and last greedy evaluation, the training mean over the last third of the steps, the
+    summed train + eval time of every session (model loading not included), the command."""
+    log = read_log(run)
+    evals = [l for l in log if any(k.startswith("eval_") for k in l)]
+    steps = [l for l in log if "t_update" in l]
+    last = steps[-max(1, len(steps) // 3):] if steps else []
+    first, final = (last[0]["step"], last[-1]["step"]) if last else (0, 0)
+    span = "" if not last else f" step {final}" if first == final else f" steps {first}–{final}"
+    seconds = sum(l.get(k, 0.0) for l in log for k in ("t_generate", "t_reference", "t_update", "t_eval"))
+    return {"evals": evals[:1] + evals[1:][-1:],
+            "span": span,
+            "train": {k: float(np.mean([l[k] for l in last])) for k in keys if last and k in last[0]},
+            "last_step": log[-1]["step"] if log else "—", "time": duration(seconds),
+            "command": f"`{train_command(run)}`" if os.path.exists(os.path.join(run, "args.json")) else "not run"}
+
+
+def train_command(run):
+    """The train.py command of a run folder: the flags of its args.json that are not defaults."""
+    saved = json.load(open(os.path.join(run, "args.json")))
+    default = dataclasses.asdict(train.parse_args(["--env", saved["env"], "--algo", saved["algo"]]))
+    flags = [x for k, v in saved.items() if k != "resume" and v != default.get(k)
+             for x in ("--" + k.replace("_", "-"), str(v).lower() if isinstance(v, bool) else str(v))]
+    return "python train.py " + shlex.join(["--env", saved["env"], "--algo", saved["algo"], *flags])
+
+
+def table(head, rows):
+    return [f"| {' | '.join(map(str, r))} |" for r in [head, ["---"] * len(head), *rows]]
+
+
+def report(env, out):
+    """OUT/results.md (also printed): greedy evaluations, training means, each run's command and time."""
+    keys, algos = TABLE[env], ORDER[env]
+    runs = {a: summary(os.path.join(out, a), keys) for a in algos}
+    fmt = lambda x: "—" if x is None else f"{x:.3f}"
+    evals = [(a, e) for a in algos for e in runs[a]["evals"]]  # (algo, first eval), (algo, last eval)
+    lines = [f"# {' vs '.join(NAMES[a] for a in algos)} ({env})", ""]
+    lines += table(["greedy eval on test", *(f"{NAMES[a]} step {e['step']}" for a, e in evals)],
+                   [[k, *(fmt(e.get("eval_" + k)) for _, e in evals)] for k in keys])
+    lines += [""] + table(["training mean (sampled), last third", *(NAMES[a] + runs[a]["span"] for a in algos)],
+                          [[k, *(fmt(runs[a]["train"].get(k)) for a in algos)] for k in keys])
+    lines += ["", NOTE[env], ""] + table(
+        ["run", "last step", "train + eval time", "command"],
+        [[NAMES[a], r["last_step"], r["time"], r["command"]] for a, r in runs.items()])
+    text = "\n".join(lines) + "\n"
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(text)
+    print("\n" + text)
+    plot(env, out, algos)
+
+
+def moving_average(values, width=5):
+    return [float(np.mean(values[max(0, i - width + 1):i + 1])) for i in range(len(values))]
+
+
+def plot(env, out, algos):
+    """OUT/compare.png: one panel per metric, x = step; per algorithm the greedy evaluations
+    (markers) and the sampled training metric (thin line, trailing mean over 5 steps)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("pip install -r requirements-plot.txt for the plots")
+        return
+    keys = PLOT[env]
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
+    for i, a in enumerate(algos):
+        log, color = read_log(os.path.join(out, a)), f"C{i}"
+        for ax, k in zip(axes[0], keys):
+            ev = [(l["step"], l["eval_" + k]) for l in log if "eval_" + k in l]
+            tr = [(l["step"], l[k]) for l in log if k in l]
+            if ev:
+                ax.plot(*zip(*ev), "o-", color=color, label=f"{NAMES[a]} greedy eval")
+            if tr:
+                ax.plot([s for s, _ in tr], moving_average([v for _, v in tr]), "-", lw=0.8,
+                        alpha=0.6, color=color, label=f"{NAMES[a]} training (5-step mean)")
+    for ax, k in zip(axes[0], keys):
+        ax.set(title=k, xlabel="step")
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{' vs '.join(NAMES[a] for a in algos)} ({env}), against training steps")
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(algos), fontsize=8)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(os.path.join(out, "compare.png"), dpi=100)
+    plt.close(fig)
+    print(f"plots: {os.path.join(out, 'compare.png')}")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    flags = argv[argv.index("--") + 1:] if "--" in argv else []
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="compare.py --env {search,sokoban} --out DIR [--jobs N] [--report-only] [-- TRAIN_FLAGS...]")
+    p.add_argument("--env", choices=sorted(ORDER), required=True)
+    p.add_argument("--out", required=True, help="one run folder per algorithm, results.md, compare.png")
+    p.add_argument("--jobs", type=int, default=1, help=(
+        "algorithms run at once (default 1). Parallel runs share the CPU cores: each gets "
+        "OMP_NUM_THREADS = cores // jobs, and its output goes only to OUT/ALGO.out"))
+    p.add_argument("--report-only", action="store_true", help="run nothing; report on the run folders as they are")
+    args, extra = p.parse_known_args(argv[:len(argv) - len(flags) - ("--" in argv)])
+    if extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)} (train.py's flags go after --)")
+    failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs))
+    report(args.env, args.out)
+    if failed:
+        raise SystemExit(f"failed: {', '.join(NAMES[a] for a in failed)} (see {args.out}/ALGO.out); "
+                         "the same command resumes")
+
+
+if __name__ == "__main__":
+    main()

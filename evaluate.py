@@ -1,0 +1,126 @@
+"""Evaluate a policy, greedy by default, on held-out questions or levels.
+
+    python evaluate.py                                        # bundled model, search, 64 test questions
+    python evaluate.py --model runs/mt/checkpoint --json      # a trained run (its args.json is read)
+    python evaluate.py --model Qwen/Qwen2.5-0.5B --n 500      # a hub model (needs the network)
+    python evaluate.py --env sokoban --model runs/at/checkpoint
+
+Search: the MT-GRPO paper's Table 5 metrics (Zeng et al. 2025, arXiv 2505.11821), each as a
+rate (fraction of its maximum, averaged over episodes) and in reward units. Sokoban (AT-GRPO):
+success rate, moves played, and the box-goal distance left. Any train.py flag that shapes the
+task (--size, --reverse-steps, --max-turns, --one-shot, --test-questions ...) may follow; for a
+run's checkpoint the run's own settings are the defaults.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+from tqdm import tqdm
+
+import train
+from policy import BUNDLED, load_model, pick_device
+
+# Table 5 of the MT-GRPO paper: metric -> (reward component, its maximum in reward units)
+SEARCH_METRICS = {"tool_execution": ("tool_execution", 0.2),
+                  "answer_in_results": ("answer_in_results", 0.5),
+                  "format": ("xml_format", 0.2),
+                  "exact_match": ("exact_match", 1.0)}
+# run settings that define the task (read from a checkpoint's args.json)
+TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retriever_url", "corpus",
+             "train_questions", "test_questions", "max_completion_length", "size", "boxes",
+             "reverse_steps", "max_turns", "team_alpha", "single_agent")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--model", default=BUNDLED, help="checkpoint folder, hub id or the bundled model")
+    p.add_argument("--env", choices=["search", "sokoban"], help="default: the run's, else search")
+    p.add_argument("--split", choices=["test", "train"], default="test")
+    p.add_argument("--n", type=int, default=64, help="questions or levels")
+    p.add_argument("--chunk", type=int, default=16, help="episodes per batched generate")
+    p.add_argument("--sample", action="store_true", help="sample at --temperature instead of greedy")
+    p.add_argument("--json", action="store_true", help="end with one JSON line of the metrics")
+    ours, rest = p.parse_known_args(argv)
+    if ours.n < 1 or ours.chunk < 1:
+        p.error("--n and --chunk must be at least 1")
+    return ours, run_args(ours, rest)
+
+
+def run_args(ours, rest):
+    """train.Args for the task: a checkpoint's args.json first, then the flags given here."""
+    saved_path = os.path.join(os.path.dirname(os.path.abspath(ours.model)), "args.json")
+    saved = json.load(open(saved_path)) if os.path.isdir(ours.model) and os.path.exists(saved_path) else {}
+    argv = [f"--{k.replace('_', '-')}={saved[k]}" for k in TASK_KEYS if k in saved]
+    if ours.env:
+        argv.append(f"--env={ours.env}")
+    return train.parse_args(argv + rest + ["--model", ours.model, "--eval-n", str(ours.n)])
+
+
+def load_policy(path, args, device):
+    """{"policy": model}, or {"planner": ..., "executor": ...} for a per-role checkpoint."""
+    if args.policy == "per-role":
+        if not all(os.path.isdir(os.path.join(path, r)) for r in ("planner", "executor")):
+            raise SystemExit(f"{path}: a per-role checkpoint has planner/ and executor/ subfolders")
+        (planner, tok), (executor, _) = (load_model(os.path.join(path, r), device) for r in ("planner", "executor"))
+        return {"planner": planner, "executor": executor}, tok
+    model, tok = load_model(path, device)
+    return {"policy": model}, tok
+
+
+def evaluation_set(args, split):
+    """(evaluate function, data, items): test or train questions / level seeds."""
+    _, evaluate, data, pool, test = train.setup(args)
+    items = test if split == "test" else list(pool[:args.eval_n])
+    if len(items) < args.eval_n:
+        print(f"note: the {split} split has only {len(items)} items", file=sys.stderr)
+    return evaluate, data, items
+
+
+def evaluate(models, tok, args, split, chunk, greedy=True):
+    """Mean metrics over the split, `chunk` episodes per call, weighted by chunk size."""
+    run, data, items = evaluation_set(args, split)
+    totals = {}
+    for i in tqdm(range(0, len(items), chunk), desc=f"evaluate {args.env}", unit="chunk"):
+        part = items[i:i + chunk]
+        for k, v in run(models, tok, part, data, args, greedy).items():
+            totals[k] = totals.get(k, 0.0) + v * len(part)
+    return {k: v / len(items) for k, v in totals.items()}, len(items)
+
+
+def report(metrics, args, ours, n):
+    """Print the metrics for people; return them as one flat dict for --json."""
+    head = f"{args.env}, {ours.split} split, {n} {'questions' if args.env == 'search' else 'levels'}, " \
+           f"{'sampled' if ours.sample else 'greedy'}, model {args.model}"
+    print("\n" + head)
+    out = {"env": args.env, "split": ours.split, "n": n, "model": args.model, "greedy": not ours.sample}
+    if args.env == "search":
+        print(f"{'metric':<20}{'rate':>8}{'reward units':>15}{'max':>6}")
+        for name, (key, top) in SEARCH_METRICS.items():
+            out[name], out[name + "_reward"] = metrics[key] / top, metrics[key]
+            print(f"{name:<20}{out[name]:>8.3f}{metrics[key]:>15.3f}{top:>6}")
+        out["reward"] = metrics["reward"]
+        print(f"{'total reward':<20}{'':>8}{metrics['reward']:>15.3f}{2.6:>6}")
+    else:
+        for name in ("success", "moves", "turns", "box_distance"):
+            out[name] = metrics[name]
+            print(f"{name:<20}{metrics[name]:>8.3f}")
+    return out
+
+
+def main(argv=None):
+    ours, args = parse_args(sys.argv[1:] if argv is None else argv)
+    models, tok = load_policy(args.model, args, pick_device(args.device))
+    t0 = time.time()
+    metrics, n = evaluate(models, tok, args, ours.split, ours.chunk, greedy=not ours.sample)
+    out = report(metrics, args, ours, n)
+    out["seconds"] = round(time.time() - t0, 1)
+    print(f"({out['seconds']} s)")
+    if ours.json:
+        print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()

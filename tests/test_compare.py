@@ -1,0 +1,145 @@
+"""compare.py: the resume decision, the args check, the report (a hand-checked cell), the
+optional plots, and one end-to-end comparison on a tiny model that is then extended."""
+import dataclasses
+import json
+import os
+import sys
+
+import pytest
+
+import compare
+import train
+
+
+def make_run(folder, algo, env="search", log=(), checkpoint=None, **flags):
+    """A run folder as train.py leaves it: args.json, log.jsonl, maybe checkpoint/trainer_state.pt."""
+    run = os.path.join(folder, algo)
+    os.makedirs(run, exist_ok=True)
+    argv = ["--env", env, "--algo", algo, "--out", run]
+    for k, v in flags.items():
+        argv += ["--" + k.replace("_", "-"), str(v)]
+    json.dump(dataclasses.asdict(train.parse_args(argv)), open(os.path.join(run, "args.json"), "w"))
+    with open(os.path.join(run, "log.jsonl"), "w") as f:
+        f.writelines(json.dumps(l) + "\n" for l in log)
+    if checkpoint:
+        os.makedirs(os.path.join(run, checkpoint))
+        open(os.path.join(run, checkpoint, "trainer_state.pt"), "w").close()
+    return run
+
+
+def want(run, algo="mt", env="search", *flags):
+    return train.parse_args(["--env", env, "--algo", algo, "--out", run, *flags])
+
+
+def search_log(steps, offset=0.0):
+    """Evaluations at 0, 3, 6 and one training line per step, with values easy to check by hand."""
+    log = [{"step": 0, "eval_reward": 0.5, "eval_exact_match": 0.1, "t_eval": 10.0}]
+    for s in range(1, steps + 1):
+        line = {"step": s, "reward": s / 10 + offset, "exact_match": s / 100, "tool_execution_rate": 1.0,
+                "t_generate": 1.0, "t_reference": 0.0, "t_update": 2.0}
+        if s % 3 == 0:
+            line.update(eval_reward=0.5 + s / 10, eval_exact_match=0.1 + s / 10 + offset, t_eval=10.0)
+        log.append(line)
+    return log
+
+
+def test_plan_fresh_resume_done_and_extend(tmp_path):
+    assert compare.plan(str(tmp_path / "mt"), want(str(tmp_path / "mt"))) == "fresh"
+    log2 = [{"step": 0}, {"step": 1}, {"step": 2}]
+    run = make_run(tmp_path / "a", "mt", log=log2, checkpoint="checkpoint", steps=4)
+    assert compare.plan(run, want(run, "mt", "search", "--steps", "4")) == "resume"
+    run = make_run(tmp_path / "b", "mt", log=log2, checkpoint="checkpoint.old", steps=4)
+    assert compare.plan(run, want(run, "mt", "search", "--steps", "4")) == "resume"
+    run = make_run(tmp_path / "c", "mt", log=log2, steps=4)  # crashed before the first save
+    assert compare.plan(run, want(run, "mt", "search", "--steps", "4")) == "fresh"
+    run = make_run(tmp_path / "d", "mt", log=log2, checkpoint="checkpoint", steps=2)
+    assert compare.plan(run, want(run, "mt", "search", "--steps", "2")) == "done"
+    assert compare.plan(run, want(run, "mt", "search", "--steps", "6")) == "resume"  # extend the run
+
+
+def test_a_folder_run_with_other_flags_is_a_clear_error(tmp_path):
+    run = make_run(tmp_path, "at", "sokoban", log=[{"step": 0}], checkpoint="checkpoint", learning_rate=2e-5)
+    with pytest.raises(SystemExit, match=r"at was run with learning_rate 2e-05, you asked 1e-05: use another --out"):
+        compare.plan(run, want(run, "at", "sokoban", "--learning-rate", "1e-5"))
+    with pytest.raises(SystemExit, match="--algo is set by compare.py"):
+        compare.main(["--env", "sokoban", "--out", str(tmp_path), "--", "--algo", "grpo"])
+
+
+def test_commands_for_fresh_resumed_and_finished_runs(tmp_path, monkeypatch):
+    out = str(tmp_path)
+    make_run(out, "or", log=search_log(6), checkpoint="checkpoint", steps=6, seed=3)
+    make_run(out, "mr", log=search_log(4), checkpoint="checkpoint", steps=6, seed=3)
+    calls = []
+    monkeypatch.setattr(compare, "execute", lambda cmd, out_file, threads, echo: calls.append(
+        (cmd, out_file, threads, echo)) or (0, 1.0))
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    compare.main(["--env", "search", "--out", out, "--jobs", "2", "--", "--steps", "6", "--seed", "3"])
+    cmds = {c[0][c[0].index("--algo") + 1]: c for c in calls}
+    assert sorted(cmds) == ["mr", "mt"]  # or is done
+    assert cmds["mr"][0][-6:] == ["--resume", os.path.join(out, "mr"), "--steps", "6", "--seed", "3"]
+    assert cmds["mt"][0][-6:] == ["--out", os.path.join(out, "mt"), "--steps", "6", "--seed", "3"]
+    assert cmds["mt"][0][:2] == [sys.executable, os.path.join(os.path.dirname(compare.__file__), "train.py")]
+    assert all(c[2] == max(1, os.cpu_count() // 2) and c[3] is False for c in calls)  # threads split
+    assert cmds["mt"][1] == os.path.join(out, "mt.out")
+
+
+def test_execute_tees_the_output_and_sets_the_threads(tmp_path, capfd):
+    cmd = [sys.executable, "-c", "import os; print('thread', os.environ['OMP_NUM_THREADS'])"]
+    code, seconds = compare.execute(cmd, str(tmp_path / "x.out"), 3, echo=True)
+    assert code == 0 and seconds > 0
+    assert "thread 3" in capfd.readouterr().out
+    assert open(tmp_path / "x.out").read().endswith("thread 3\n")
+
+
+def test_report_table_cells_by_hand(tmp_path, monkeypatch, capsys):
+    out = str(tmp_path)
+    make_run(out, "or", log=search_log(6), steps=6)
+    make_run(out, "mt", log=search_log(6, offset=1.0), steps=6, learning_rate=2e-5)
+    monkeypatch.setattr(compare, "execute", lambda *a: pytest.fail("--report-only ran something"))
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    compare.main(["--env", "search", "--out", out, "--report-only"])
+    text = open(os.path.join(out, "results.md")).read()
+    assert text in capsys.readouterr().out
+    assert "| greedy eval on test | GRPO-OR step 0 | GRPO-OR step 6 | MT-GRPO step 0 | MT-GRPO step 6 |" in text
+    # MT-GRPO exact match at step 6: 0.1 + 6/10 + 1.0; GRPO-MR has no run: no columns
+    assert "| exact_match | 0.100 | 0.700 | 0.100 | 1.700 |" in text
+    # training mean over the last third (steps 5 and 6): reward (0.5 + 0.6) / 2 (+ 1.0 for MT-GRPO)
+    assert "| training mean (sampled), last third | GRPO-OR steps 5–6 | GRPO-MR | MT-GRPO steps 5–6 |" in text
+    assert "| reward | 0.550 | — | 1.550 |" in text
+    # time: 6 steps x 3 s + 3 evaluations x 10 s; command: the flags that are not defaults
+    assert "| MT-GRPO | 6 | 48 s | `python train.py --env search --algo mt --steps 6 --learning-rate 2e-05 --out " in text
+    assert "| GRPO-MR | — | 0 s | not run |" in text
+
+
+def test_table_without_matplotlib(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    make_run(str(tmp_path), "at", "sokoban", log=[{"step": 0, "eval_success": 0.25}])
+    compare.main(["--env", "sokoban", "--out", str(tmp_path), "--report-only"])
+    assert "pip install -r requirements-plot.txt for the plots" in capsys.readouterr().out
+    assert "| success | 0.250 |\n" in open(tmp_path / "results.md").read()
+    assert not os.path.exists(tmp_path / "compare.png")
+
+
+def test_png_with_matplotlib(tmp_path):
+    pytest.importorskip("matplotlib")
+    make_run(str(tmp_path), "or", log=search_log(6), steps=6)
+    make_run(str(tmp_path), "mt", log=search_log(6, offset=0.5), steps=6)
+    compare.main(["--env", "search", "--out", str(tmp_path), "--report-only"])
+    assert open(tmp_path / "compare.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_end_to_end_then_extended_on_a_tiny_model(tmp_path, tiny_model_dir):
+    """Two AT-GRPO vs GRPO runs of one step side by side, then both extended to two steps:
+    the second call resumes each from its checkpoint (about 20 s: four train.py processes)."""
+    out = str(tmp_path / "cmp")
+    flags = ["--model", tiny_model_dir, "--batch-size", "1", "--num-generations", "2",
+             "--max-completion-length", "4", "--eval-every", "1", "--eval-n", "2", "--save-every", "1",
+             "--max-turns", "1", "--bf16", "false"]
+    compare.main(["--env", "sokoban", "--out", out, "--jobs", "2", "--", *flags, "--steps", "1"])
+    compare.main(["--env", "sokoban", "--out", out, "--jobs", "2", "--", *flags, "--steps", "2"])
+    for algo in ("at", "grpo"):
+        assert [l["step"] for l in compare.read_log(os.path.join(out, algo))] == [0, 1, 2]
+        assert "resumed from" in open(os.path.join(out, algo + ".out")).read()
+    text = open(os.path.join(out, "results.md")).read()
+    assert "| greedy eval on test | GRPO step 0 | GRPO step 2 | AT-GRPO step 0 | AT-GRPO step 2 |" in text
+    assert "| success |" in text and "--steps 2" in text

@@ -1,0 +1,192 @@
+"""show.py: hand-built rollout files in, one HTML page out; plus a headless Chromium screenshot."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import zlib
+
+import pytest
+
+import show
+
+PROMPT = ["<|im_start|>", "user\nWho wrote Hamlet?", "<|im_end|>\n"]
+TURN1 = ["<reasoning>", "look it up", "</reasoning>\n", "<tool>", "Hamlet", "</tool>"]
+ENV = ["\n<result>", "Hamlet is a play by Shakespeare & co", "</result>\n"]
+TURN2 = ["<answer>", "Shakespeare", "</answer>"]
+
+
+def episode(group, a1, a2, rewards):
+    """One MT-GRPO search sample: prompt, turn 0 (advantage a1), tool result, turn 1 (a2)."""
+    parts = [(PROMPT, 0, -1, 0.0), (TURN1, 1, 0, a1), (ENV, 0, -1, 0.0), (TURN2, 1, 1, a2)]
+    row = {"group": group, "role": "", "rewards": rewards, "tokens": [], "mask": [], "adv": [], "turn": []}
+    for toks, m, t, a in parts:
+        row["tokens"] += toks
+        row["mask"] += [m] * len(toks)
+        row["adv"] += [a] * len(toks)
+        row["turn"] += [t] * len(toks)
+    return row
+
+
+def make_run(tmp_path, steps, env="search", algo="mt"):
+    """OUT with args.json and rollouts/step_N.jsonl for each {N: rows}."""
+    out = tmp_path / "run"
+    (out / "rollouts").mkdir(parents=True)
+    (out / "args.json").write_text(json.dumps({"env": env, "algo": algo}))
+    for n, rows in steps.items():
+        (out / "rollouts" / f"step_{n}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(out)
+
+
+# Group 0 has all-zero advantages (equal rewards); group 1 trains. max |A| of group 1 is 1.5.
+SEARCH = [episode("question 1: who?", 0.0, 0.0, [0.2, 1.0]), episode("question 1: who?", 0.0, 0.0, [0.2, 1.0]),
+          episode("question 2: Who wrote Hamlet?", 1.5, -0.5, [0.7, 1.9]),
+          episode("question 2: Who wrote Hamlet?", -1.5, 0.5, [0.0, 0.5])]
+
+
+def render(tmp_path, steps=None, args=(), **kw):
+    out = make_run(tmp_path, steps or {1: SEARCH}, **kw)
+    path = show.main([out, *args])
+    return out, path, open(path, encoding="utf-8").read()
+
+
+def test_colour_by_hand():
+    assert show.colour(0.0, 1.5) == "rgb(255,255,255)"
+    assert show.colour(1.5, 1.5) == "rgb(70,180,90)"  # +max: POS
+    assert show.colour(-1.5, 1.5) == "rgb(220,70,60)"  # -max: NEG
+    assert show.colour(9.0, 1.5) == "rgb(70,180,90)"  # clipped
+    # -0.5 / 1.5 = -1/3: 255 - 35/3 = 243.3, 255 - 185/3 = 193.3, 255 - 195/3 = 190
+    assert show.colour(-0.5, 1.5) == "rgb(243,193,190)"
+    assert show.colour(0.3, 0.0) == "rgb(255,255,255)"  # a group with no advantage stays white
+
+
+def test_page_of_a_search_group(tmp_path, capsys):
+    out, path, page = render(tmp_path)
+    assert path == os.path.join(out, "show_step_1.html") and capsys.readouterr().out.strip() == path
+    assert "question 2: Who wrote Hamlet?" in page and "algo mt (MT-GRPO" in page  # default group: 1
+    assert "<answer>" not in page and "&lt;answer&gt;" in page and "Shakespeare &amp; co" in page
+    assert "<tool>" not in page and "&lt;|im_start|&gt;" in page
+    assert page.count('class="mark">turn 1<') == 2 and page.count('class="mark">turn 2<') == 2
+    assert page.count('class="mark env">environment<') == 1 + 2  # legend + one per rollout
+    assert "turn 1: 0.700, turn 2 (outcome): 1.900" in page  # rewards of rollout 0
+    assert "turn 1: +1.500" in page and "turn 2: -0.500" in page  # per-turn advantages
+    # rollout 0's tool-call turn at +max, its answer turn at -1/3 of max; rollout 1 the mirror
+    assert 'style="background:rgb(70,180,90)" title="advantage +1.5000">&lt;tool&gt;</span>' in page
+    assert 'style="background:rgb(243,193,190)" title="advantage -0.5000">Shakespeare</span>' in page
+    assert 'style="background:rgb(220,70,60)" title="advantage -1.5000">Hamlet</span>' in page
+    # masked tokens are grey runs without a colour: only the 2 x 9 model tokens are coloured
+    assert page.count('class="t"') == 2 * (len(TURN1) + len(TURN2))
+    assert '\n<span class="mark env">environment</span><span class="m">&lt;result&gt;Hamlet is a play by Shakespeare &amp; co&lt;/result&gt;\n</span>' in page
+    assert page.count("user\nWho wrote Hamlet?") == 1  # the shared prompt is shown once
+    assert "chosen (best" not in page  # only AT-GRPO continues from a chosen candidate
+    assert "http" not in page and "<script" not in page  # self-contained
+
+
+def test_group_and_step_selection(tmp_path):
+    zero = SEARCH[:2]
+    out, path, page = render(tmp_path, {1: zero, 2: SEARCH}, args=["--group", "0", "--out", str(tmp_path / "p.html")])
+    assert path == str(tmp_path / "p.html")  # default step: the last one, 2
+    assert "step 2 · group 0 (of 0-1): question 1: who?" in page and "rgb(255,255,255)" in page
+    assert "all 0 in this group (equal rewards)" in page
+    page = open(show.main([out, "--step", "1"])).read()
+    assert "group 0 (of 0-0): question 1: who?" in page  # no group trains: the first one
+    assert show.pick_group(show.groups_of(SEARCH)) == 1
+
+
+def test_at_grpo_group_marks_the_chosen_candidate(tmp_path):
+    prompt = ["<|im_start|>", "You are the planner.\n#  $ @", "<|im_end|>\n"]
+    rows = [{"group": "level 17 / planner / turn 1", "role": "planner", "rewards": [r],
+             "tokens": prompt + [f"<answer>{m}</answer>"], "mask": [0, 0, 0, 1], "adv": [0, 0, 0, a],
+             "turn": [-1, -1, -1, 0]} for r, a, m in [(0.5, -1.1547, "Up"), (1.0, 0.5774, "Left"), (1.0, 0.5774, "Right")]]
+    out, path, page = render(tmp_path, {3: rows}, env="sokoban", algo="at")
+    assert "AT-GRPO" in page and "planner" in page and "level 17 / planner / turn 1" in page
+    assert page.count("You are the planner.") == 1 and "all 3 rollouts share" in page
+    assert page.count("chosen (best reward)") == 1  # tie 1.0 / 1.0: the lowest index, rollout 1
+    assert page.index("<b>rollout 1</b>") < page.index("chosen (best reward)") < page.index("<b>rollout 2</b>")
+    assert "turn 1: 1.000" in page and "#  $ @" in page  # the reward belongs to its turn
+    assert 'rgb(220,70,60)" title="advantage -1.1547">&lt;answer&gt;Up&lt;/answer&gt;' in page
+    executor_turn_2 = {"rewards": [0.3], "adv": [0.0, 1.0], "mask": [0, 1], "turn": [-1, 1]}
+    assert show.reward_labels(executor_turn_2, "sokoban", "at") == ["turn 2"]
+
+
+def test_grpo_baseline_group_shows_each_prompt(tmp_path):
+    rows = [{"group": "trajectories of level 0", "role": role, "rewards": [1.0], "tokens": [f"prompt {role}", "go"],
+             "mask": [0, 1], "adv": [0, 0.7], "turn": [-1, t]} for role, t in [("planner", 0), ("executor", 1)]]
+    page = render(tmp_path, {1: rows}, env="sokoban", algo="grpo")[2]
+    assert page.count("<details><summary>prompt (1 tokens, masked)") == 2 and "chosen (best" not in page
+    assert page.count("trajectory return: 1.000") == 2  # not a turn's reward: the whole trajectory's
+
+
+def test_errors_say_what_to_do(tmp_path):
+    with pytest.raises(SystemExit, match="no such folder"):
+        show.main([str(tmp_path / "nope")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="train with train.py first; rollouts are saved at every step"):
+        show.main([str(tmp_path / "empty")])
+    out = make_run(tmp_path, {1: SEARCH, 2: SEARCH})
+    with pytest.raises(SystemExit, match="available steps: 1, 2"):
+        show.main([out, "--step", "7"])
+    with pytest.raises(SystemExit, match=r"this step has 2 groups; pick one of 0\.\.1"):
+        show.main([out, "--group", "2"])
+    bad = {"not json {": "line 2 is malformed", json.dumps({"group": "g"}): "missing role, rewards",
+           json.dumps({**SEARCH[0], "adv": [0.0]}): "differ in length"}
+    for line, msg in bad.items():
+        with open(os.path.join(out, "rollouts", "step_2.jsonl"), "w") as f:
+            f.write(json.dumps(SEARCH[0]) + "\n" + line + "\n")
+        with pytest.raises(SystemExit, match=msg):
+            show.main([out])
+
+
+# ---------------------------------------------------------------- headless Chromium
+def read_png(path):
+    """(width, height, bytes per pixel, rows) of an 8-bit non-interlaced RGB/RGBA PNG (zlib only)."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat = 8, b""
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IHDR":
+            w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", data[pos + 8:pos + 21])
+        elif kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + n]
+        pos += 12 + n
+    assert depth == 8 and ctype in (2, 6) and not interlace, "only 8-bit RGB/RGBA, not interlaced"
+    bpp = 3 if ctype == 2 else 4
+    raw, stride, rows, prev = zlib.decompress(idat), w * bpp, [], bytearray(w * bpp)
+    for y in range(h):  # undo each row's filter: 0 none, 1 sub, 2 up, 3 average, 4 Paeth
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        if f == 2:
+            line = bytearray((a + b) & 255 for a, b in zip(line, prev))
+        elif f in (1, 3, 4):
+            for i in range(stride):
+                left, up = (line[i - bpp] if i >= bpp else 0), prev[i]
+                ul = prev[i - bpp] if i >= bpp else 0
+                if f == 1:
+                    pred = left
+                elif f == 3:
+                    pred = (left + up) >> 1
+                else:
+                    p = left + up - ul
+                    pa, pb, pc = abs(p - left), abs(p - up), abs(p - ul)
+                    pred = left if pa <= pb and pa <= pc else up if pb <= pc else ul
+                line[i] = (line[i] + pred) & 255
+        rows.append(line)
+        prev = line
+    return w, h, bpp, rows
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="chromium not on PATH (Debian: apt-get install -y chromium)")
+def test_chromium_screenshot_is_not_blank(tmp_path):
+    out, path, _ = render(tmp_path)
+    png = str(tmp_path / "shot.png")
+    run = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={png}",
+                          "--window-size=1200,900", f"--user-data-dir={tmp_path / 'profile'}",
+                          "file://" + os.path.abspath(path)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and os.path.exists(png), run.stderr[-2000:]
+    w, h, bpp, rows = read_png(png)
+    assert (w, h) == (1200, 900)
+    pixels = {bytes(r[i:i + 3]) for r in rows for i in range(0, w * bpp, bpp)}
+    assert len(pixels) > 50  # text, colours and borders, not one flat colour
+    near = lambda c: any(all(abs(p[k] - c[k]) <= 3 for k in range(3)) for p in pixels)
+    assert near(show.POS) and near(show.NEG)  # the +max and -max tool-call turns are on screen
