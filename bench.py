@@ -1,26 +1,59 @@
 """Measure what a training step costs on this machine, every variant in one run so the ratios
 hold even when absolute seconds drift:
 
-    python bench.py                 # bundled model, the default run's shapes
+    python bench.py          # ours alone: generate and forward+backward, fp32 vs bf16 autocast
+    python bench.py --trl    # one GRPO step, ours and TRL's GRPOTrainer side by side
 
-- generation: one batched `generate` over real search prompts, fp32 vs bf16 autocast;
-- update: forward + backward over the same number of sequences, fp32 vs bf16 autocast;
-- the bf16 matmul peak of this CPU/GPU (2048 x 2048), to put the numbers in proportion.
+--trl needs TRL, kept out of the core requirements:
+    pip install -c requirements.txt -r requirements-bench.txt
+
+Both modes also measure the bf16 matmul peak of this CPU/GPU (2048 x 2048), in the same run.
+
+--trl runs the same single-turn GRPO step on both sides: the same search prompts (one-shot
+example, `<reasoning>` prefilled, as train.py builds them; identical token ids, checked),
+B questions x G samples of at most L new tokens at temperature 1 (no top-k, no top-p, no stop
+strings), reward = rewards.xml_format_reward, group-normalised advantages, the token-mean
+clipped loss (TRL's loss_type "dapo"), mu = 1, AdamW, M sequences per forward/backward with
+gradient accumulation, bf16 autocast over fp32 weights. Phases:
+
+    generate   ours: policy.generate_turn       TRL: GRPOTrainer._generate_single_turn
+    reference  ours: policy.fill_logprobs(ref)  TRL: _get_per_token_logps_and_entropies(ref_model)
+    update     ours: policy.policy_update       TRL: the optimizer step (training_step x GA, grad
+               clip, AdamW) minus _generate_and_score_completions
+    step       all of it, rewards and bookkeeping included
+
+Throughput: generated tokens / s for generate; trained tokens (completion tokens in the loss)
+/ s for the others. FLOPs: 2 N per token through a forward (generate: prompt + generated
+tokens; reference: prompt + completion), 6 N per token through forward + backward (update),
+N = the model's parameter count; padding is not counted, so padded work shows as lost speed.
+A forward hook on the first Linear layer records the dtype each phase really computes in.
 """
 import argparse
+import contextlib
+import gc
 import random
 import resource
+import tempfile
 import time
+from collections import Counter, defaultdict
 
 import torch
 
 import env_search
 import questions as qa
-from policy import (BUNDLED, Sample, autocast, first_trained, generate_turn, load_model, pad_batch,
+import rewards
+from mtgrpo import group_norm
+from policy import (BUNDLED, Sample, autocast, bf16_ok, bundled_model_dir, fill_logprobs,
+                    first_trained, generate_turn, load_model, pad_batch, policy_update,
                     token_logprobs)
 from train import Args
 
+TRL_INSTALL = "pip install -c requirements.txt -r requirements-bench.txt"
+PREFILL = "<reasoning>"
+PHASES = ("generate", "reference", "update", "step")
 
+
+# ---------------------------------------------------------------- shared
 def timed(fn, repeat=1):
     fn()  # warm-up
     start = time.perf_counter()
@@ -30,46 +63,92 @@ def timed(fn, repeat=1):
 
 
 def matmul_gflops(device, n=2048, repeat=10):
+    """bf16 (n x n) @ (n x n) throughput: the ceiling the phases are compared against."""
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     seconds = timed(lambda: a @ a, repeat)
     return 2 * n ** 3 / seconds / 1e9
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--model", default=BUNDLED)
-    p.add_argument("--sequences", type=int, default=16, help="batch_size x num_generations of the default run")
-    p.add_argument("--new-tokens", type=int, default=Args.max_completion_length)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    args = p.parse_args()
-    model, tok = load_model(args.model, args.device)
+def search_prompts(tok, n, seed=0):
+    """n real search prompts as train.py builds them (system prompt, one-shot example, a training
+    question, then the `<reasoning>` prefill), as text and as token ids of that text."""
     retriever = env_search.make_retriever()
-    test = qa.split_by_article(qa.make_questions(env_search.load_wiki_corpus()))[1]
+    train = qa.split_by_article(qa.make_questions(env_search.load_wiki_corpus()))[0]
     envs = [env_search.SearchEnv(q["question"], q["answers"], retriever, one_shot=True)
-            for q in random.Random(0).sample(test, args.sequences)]
-    prompts = [tok(tok.apply_chat_template(e.messages, add_generation_prompt=True, tokenize=False),
-                   add_special_tokens=False)["input_ids"] for e in envs]
+            for q in random.Random(seed).sample(train, n)]
+    texts = [tok.apply_chat_template(e.messages, add_generation_prompt=True, tokenize=False) + PREFILL
+             for e in envs]
+    return texts, [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def format_reward(completion_text):
+    """The bench's reward on both sides: the XML format reward of the one generated turn."""
+    return rewards.xml_format_reward([{"role": "assistant", "content": PREFILL + completion_text}])
+
+
+def n_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+class DtypeProbe:
+    """Records the output dtype of each model's first Linear layer, per phase: the proof that a
+    phase really computes in bf16 (autocast) and not in fp32."""
+
+    def __init__(self, *models):
+        self.phase, self.seen = None, defaultdict(set)
+        for model in filter(None, models):
+            layer = next(m for n, m in model.named_modules()
+                         if isinstance(m, torch.nn.Linear) and "lm_head" not in n)
+            layer.register_forward_hook(self._record)
+
+    def _record(self, module, inputs, output):
+        if self.phase:
+            self.seen[self.phase].add(str(output.dtype).removeprefix("torch."))
+
+    @contextlib.contextmanager
+    def __call__(self, phase):
+        before, self.phase = self.phase, phase
+        try:
+            yield
+        finally:
+            self.phase = before
+
+
+@contextlib.contextmanager
+def clock(log, phase, probe=None):
+    """Add the seconds spent in the block to log[phase] (and tag the probe with the phase)."""
+    start = time.perf_counter()
+    with probe(phase) if probe else contextlib.nullcontext():
+        yield
+    log[phase] += time.perf_counter() - start
+
+
+# ---------------------------------------------------------------- ours alone: fp32 vs bf16
+def precision_bench(args):
+    """generate and forward+backward on the default run's shapes, fp32 vs bf16 autocast."""
+    model, tok = load_model(args.model, args.device)
+    prompts = search_prompts(tok, args.sequences)[1]
     # update batch: prompt + a full-length turn, as long as a two-turn episode of the default run
-    length = max(map(len, prompts)) + 2 * args.new_tokens + 200
+    length = max(map(len, prompts)) + 2 * args.max_completion_length + 200
     ids = [p + [tok.eos_token_id] * (length - len(p)) for p in prompts]
     samples = [Sample(ids=x, mask=[0] * len(p) + [1] * (length - len(p)), adv=[1.0] * length)
                for x, p in zip(ids, prompts)]
 
     def generate(bf16):
         torch.manual_seed(0)
-        return generate_turn(model, tok, prompts, args.new_tokens, stop_strings=(), bf16=bf16)
+        return generate_turn(model, tok, prompts, args.max_completion_length, bf16=bf16)
 
     def update(bf16):
-        for i in range(0, len(samples), Args.micro_batch_size):
-            chunk = samples[i:i + Args.micro_batch_size]
+        for i in range(0, len(samples), args.micro_batch_size):
+            chunk = samples[i:i + args.micro_batch_size]
             batch_ids, attn, mask, adv = pad_batch(chunk, args.device)
             with autocast(args.device, bf16):
                 logp = token_logprobs(model, batch_ids, attn, 1.0, first_trained(chunk))
             (-(logp * adv[:, 1:] * mask[:, 1:]).sum() / mask.sum()).backward()
         model.zero_grad(set_to_none=True)
 
-    print(f"{args.model} on {args.device}: {args.sequences} sequences, {args.new_tokens} new tokens, "
-          f"update length {length} tokens")
+    print(f"{args.model} on {args.device}: {args.sequences} sequences, {args.max_completion_length} "
+          f"new tokens, update length {length} tokens, micro-batch {args.micro_batch_size}")
     rows = {}
     for bf16 in (False, True):
         name = "bf16 autocast" if bf16 else "fp32"
@@ -82,10 +161,273 @@ def main():
     fp, bf = rows["fp32"], rows["bf16 autocast"]
     print(f"bf16 / fp32 speed-up: generate {fp[0] / bf[0]:.2f}x, forward+backward {fp[2] / bf[2]:.2f}x")
     peak = matmul_gflops(args.device)
-    params = sum(p.numel() for p in model.parameters())
+    params = n_params(model)
     train_flops = 6 * params * args.sequences * length / bf[2] / 1e9
     print(f"bf16 matmul peak {peak:.0f} GFLOP/s; bf16 forward+backward reaches {train_flops:.0f} GFLOP/s "
           f"(6 x {params / 1e6:.0f}M params x tokens / s) = {100 * train_flops / peak:.0f}% of it")
+
+
+# ---------------------------------------------------------------- side by side: ours
+def step_config(args, beta):
+    """train.Args of the bench step (the fields policy_update reads)."""
+    return Args(num_generations=args.num_generations, max_completion_length=args.max_completion_length,
+                beta=beta, micro_batch_size=args.micro_batch_size, learning_rate=args.learning_rate,
+                temperature=1.0, loss_type="token", num_iterations=1, device=args.device,
+                bf16=bf16_ok(args.device))
+
+
+def our_step(model, ref, tok, optimizer, prompts, cfg, probe):
+    """One single-turn GRPO step with policy.py; returns seconds per phase and token counts."""
+    log = Counter()
+    with clock(log, "step"):
+        with clock(log, "generate", probe):
+            new = generate_turn(model, tok, prompts, cfg.max_completion_length, cfg.temperature,
+                                bf16=cfg.bf16)
+        r = torch.tensor([format_reward(tok.decode(n, skip_special_tokens=True)) for n in new])
+        adv = group_norm(r.view(-1, cfg.num_generations)).view(-1).tolist()
+        samples = [Sample(ids=p + n, mask=[0] * len(p) + [1] * len(n), adv=[0.0] * len(p) + [a] * len(n))
+                   for p, n, a in zip(prompts, new, adv)]
+        if ref is not None:
+            with clock(log, "reference", probe):
+                fill_logprobs(ref, samples, "ref_logp", cfg.temperature, cfg.micro_batch_size, cfg.bf16)
+        with clock(log, "update", probe):
+            policy_update(model, optimizer, samples, cfg)
+    log.update(generated=sum(map(len, new)), trained=sum(map(len, new)),
+               prompt=sum(map(len, prompts)), positions=sum(len(s.ids) for s in samples))
+    return log, [list(p) for p in prompts]
+
+
+def run_ours(args, cfg, batches):
+    """All steps with policy.py on fresh models. Returns per-step logs, the dtype per phase, the
+    prompt ids of each step and N."""
+    torch.manual_seed(0)
+    model, tok = load_model(args.model, args.device)
+    ref = load_model(args.model, args.device)[0].requires_grad_(False) if cfg.beta > 0 else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+    probe = DtypeProbe(model, ref)
+    logs, prompts = [], []
+    for batch in batches:
+        log, used = our_step(model, ref, tok, optimizer, batch, cfg, probe)
+        logs.append(log)
+        prompts.append(used)
+    return logs, dict(probe.seen), prompts, n_params(model)
+
+
+# ---------------------------------------------------------------- side by side: TRL
+def import_trl():
+    try:
+        import datasets
+        import transformers
+        import trl
+    except ImportError as e:
+        raise SystemExit(f"bench.py --trl needs TRL ({e}). Run: {TRL_INSTALL}")
+    return datasets, transformers, trl
+
+
+def trl_config(trl, args, cfg, max_steps, out):
+    """GRPOConfig with our step's settings (see the module docstring for what matches what)."""
+    cpu = args.device == "cpu"
+    return trl.GRPOConfig(
+        output_dir=out, use_cpu=cpu, bf16=cfg.bf16, seed=0, max_steps=max_steps,
+        per_device_train_batch_size=cfg.micro_batch_size,
+        gradient_accumulation_steps=args.batch_size * cfg.num_generations // cfg.micro_batch_size,
+        num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature, top_p=1.0, top_k=0, beta=cfg.beta, num_iterations=1,
+        epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, loss_type="dapo", scale_rewards="group",
+        learning_rate=cfg.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
+        weight_decay=0.0, max_grad_norm=cfg.max_grad_norm, optim="adamw_torch",
+        gradient_checkpointing=False,  # TRL's default is True; ours never recomputes activations
+        disable_dropout=True,  # ours runs in eval(); SmolLM2's dropout is 0 anyway
+        shuffle_dataset=False,  # step k trains on the same B questions as our step k
+        report_to="none", save_strategy="no", logging_steps=10 ** 6, disable_tqdm=True,
+        log_completions=False, dataloader_num_workers=0)
+
+
+class TRLPhases:
+    """Times the phases of TRL's GRPOTrainer by wrapping its own methods (trl 1.16 names) and a
+    callback for the optimizer step. Also keeps the prompt ids TRL generated from, per step."""
+
+    def __init__(self, trainer, probe, transformers):
+        self.trainer, self.probe = trainer, probe
+        self.logs, self.prompts, self.log = [], [], None
+        for name in ("_generate_single_turn", "_get_per_token_logps_and_entropies",
+                     "_generate_and_score_completions", "compute_loss"):
+            setattr(trainer, name, getattr(self, name.lstrip("_"))(getattr(trainer, name)))
+        phases = self
+
+        class StepClock(transformers.TrainerCallback):
+            def on_step_begin(self, *_, **__):
+                phases.log, phases.start = Counter(), time.perf_counter()
+
+            def on_step_end(self, *_, **__):
+                log = phases.log
+                log["step"] = time.perf_counter() - phases.start
+                log["update"] = log["step"] - log.pop("rollout")
+                phases.logs.append(log)
+
+        trainer.add_callback(StepClock())
+
+    def generate_single_turn(self, original):
+        def wrapped(prompt_ids, *a, **k):
+            with clock(self.log, "generate", self.probe):
+                completion_ids, logprobs = original(prompt_ids, *a, **k)
+            self.prompts.append([list(p) for p in prompt_ids])
+            self.log["generated"] += sum(map(len, completion_ids))
+            return completion_ids, logprobs
+        return wrapped
+
+    def get_per_token_logps_and_entropies(self, original):
+        def wrapped(model, *a, **k):
+            if model is not self.trainer.ref_model:
+                if not torch.is_grad_enabled():  # old log-probs: TRL skips them when mu = 1
+                    self.log["old_logp_calls"] += 1
+                return original(model, *a, **k)
+            with clock(self.log, "reference", self.probe):
+                return original(model, *a, **k)
+        return wrapped
+
+    def generate_and_score_completions(self, original):
+        def wrapped(inputs):
+            with clock(self.log, "rollout"):
+                out = original(inputs)
+            trained = int(out["completion_mask"].sum())
+            self.log.update(trained=trained, prompt=int(out["prompt_mask"].sum()),
+                            positions=int(out["prompt_mask"].sum()) + trained,
+                            padded=out["prompt_ids"].numel() + out["completion_ids"].numel())
+            return out
+        return wrapped
+
+    def compute_loss(self, original):
+        def wrapped(*a, **k):
+            with self.probe("update"):
+                return original(*a, **k)
+        return wrapped
+
+
+def run_trl(args, cfg, batches, texts):
+    """All steps with TRL's GRPOTrainer on the same prompts, same return as run_ours."""
+    datasets, transformers, trl = import_trl()
+    path = bundled_model_dir() if args.model == BUNDLED else args.model
+    unique = [t for i, t in enumerate(texts) if i % cfg.num_generations == 0]  # one per question
+
+    def xml_format(completions, **_):
+        return [format_reward(c) for c in completions]
+
+    with tempfile.TemporaryDirectory() as out:
+        trainer = trl.GRPOTrainer(model=path, reward_funcs=xml_format,
+                                  args=trl_config(trl, args, cfg, len(batches), out),
+                                  train_dataset=datasets.Dataset.from_dict({"prompt": unique}))
+        probe = DtypeProbe(trainer.model, trainer.ref_model)
+        phases = TRLPhases(trainer, probe, transformers)
+        assert next(trainer.model.parameters()).dtype == torch.float32, "TRL should keep fp32 weights"
+        trainer.train()
+    assert not any(log["old_logp_calls"] for log in phases.logs), "TRL computed old log-probs"
+    return phases.logs, dict(probe.seen), phases.prompts, n_params(trainer.model)
+
+
+# ---------------------------------------------------------------- side by side: report
+def summarize(logs, params, peak):
+    """Per phase: total seconds, throughput (tokens / s) and FLOP/s as a fraction of `peak`."""
+    total = sum(logs, Counter())
+    flops = {"generate": 2 * params * (total["prompt"] + total["generated"]),
+             "reference": 2 * params * total["positions"],
+             "update": 6 * params * total["positions"]}
+    flops["step"] = sum(flops[p] for p in ("generate", "update")) + (flops["reference"] if total["reference"] else 0)
+    rows = {}
+    for phase in PHASES:
+        seconds = total[phase]
+        if not seconds:
+            continue
+        tokens = total["generated"] if phase == "generate" else total["trained"]
+        rows[phase] = dict(seconds=seconds / len(logs), tok_s=tokens / seconds,
+                           peak=flops[phase] / seconds / 1e9 / peak)
+    return rows, total
+
+
+def table(beta, ours, trl):
+    """Markdown rows for one beta: seconds per step, tokens / s, ratio and % of the peak."""
+    lines = [f"| β = {beta:g} | ours s/step | TRL s/step | ours tok/s | TRL tok/s | ours / TRL speed "
+             f"| ours % of peak | TRL % of peak |", "|---|---|---|---|---|---|---|---|"]
+    for phase in PHASES:
+        if phase in ours and phase in trl:
+            o, t = ours[phase], trl[phase]
+            lines.append(f"| {phase} | {o['seconds']:.1f} | {t['seconds']:.1f} | {o['tok_s']:.1f} "
+                         f"| {t['tok_s']:.1f} | **{o['tok_s'] / t['tok_s']:.2f}×** "
+                         f"| {100 * o['peak']:.1f} % | {100 * t['peak']:.1f} % |")
+    return "\n".join(lines)
+
+
+def side_by_side(args):
+    """Ours and TRL on the same steps, for each beta, alternating which side goes first."""
+    import_trl()  # fail before anything slow
+    n_steps = args.warmup + args.steps
+    per_step = args.batch_size * args.num_generations
+    tok = load_model(args.model, args.device)[1]
+    texts, ids = search_prompts(tok, args.batch_size * n_steps, args.seed)
+    texts = [t for t in texts for _ in range(args.num_generations)]  # G samples per question
+    ids = [p for p in ids for _ in range(args.num_generations)]
+    batches = [ids[i:i + per_step] for i in range(0, len(ids), per_step)]
+    peak = matmul_gflops(args.device)
+    print(f"bf16 matmul peak at start: {peak:.0f} GFLOP/s")
+    results = {}
+    for beta in args.betas:
+        cfg = step_config(args, beta)
+        logs, dtypes, used, params = defaultdict(list), {}, {}, 0
+        for r in range(args.rounds):
+            for side in (("ours", "trl") if r % 2 == 0 else ("trl", "ours")):
+                start = time.perf_counter()
+                run = run_ours(args, cfg, batches) if side == "ours" else run_trl(args, cfg, batches, texts)
+                side_logs, dtypes[side], used[side], params = run
+                logs[side] += side_logs[args.warmup:]
+                print(f"beta {beta:g} round {r + 1} {side}: {time.perf_counter() - start:.0f} s; per step "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in sorted(sum(side_logs[args.warmup:], Counter()).items())
+                                  if k in PHASES) + " s summed", flush=True)
+                gc.collect()
+        same = used["ours"] == used["trl"]
+        print(f"beta {beta:g}: identical prompt token ids on both sides: {same}")
+        print(f"beta {beta:g}: dtype of the first Linear's output per phase: ours {dtypes['ours']}, "
+              f"TRL {dtypes['trl']}")
+        results[beta] = {side: logs[side] for side in ("ours", "trl")}, params
+    peak = max(peak, matmul_gflops(args.device))
+    print(f"bf16 matmul peak (best of start and end): {peak:.0f} GFLOP/s")
+    report(args, results, peak)
+
+
+def report(args, results, peak):
+    print(f"\n{args.model} on {args.device}, bf16 autocast {bf16_ok(args.device)}: {args.batch_size} questions "
+          f"x G = {args.num_generations}, at most {args.max_completion_length} new tokens, micro-batch "
+          f"{args.micro_batch_size}, {args.steps} timed steps after {args.warmup} warm-up "
+          f"x {args.rounds} round(s); bf16 matmul peak {peak:.0f} GFLOP/s\n")
+    for beta, (logs, params) in results.items():
+        ours, o_total = summarize(logs["ours"], params, peak)
+        trl, t_total = summarize(logs["trl"], params, peak)
+        print(table(beta, ours, trl))
+        n = len(logs["ours"])
+        print(f"\nper step (β = {beta:g}): generated tokens ours {o_total['generated'] / n:.0f}, "
+              f"TRL {t_total['generated'] / n:.0f}; tokens through the update (prompt + completion) "
+              f"ours {o_total['positions'] / n:.0f}, TRL {t_total['positions'] / n:.0f} "
+              f"(padded to {t_total['padded'] / n:.0f})\n")
+
+
+# ---------------------------------------------------------------- main
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--trl", action="store_true", help="one GRPO step, ours and TRL side by side")
+    p.add_argument("--model", default=BUNDLED)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--max-completion-length", type=int, default=Args.max_completion_length)
+    p.add_argument("--micro-batch-size", type=int, default=Args.micro_batch_size)
+    p.add_argument("--sequences", type=int, default=16, help="without --trl: batch_size x num_generations")
+    p.add_argument("--batch-size", type=int, default=Args.batch_size, help="--trl: questions per step")
+    p.add_argument("--num-generations", type=int, default=Args.num_generations, help="--trl: G")
+    p.add_argument("--betas", type=float, nargs="+", default=[0.0, 0.04], help="--trl: KL weights to run")
+    p.add_argument("--learning-rate", type=float, default=Args.learning_rate)
+    p.add_argument("--steps", type=int, default=3, help="--trl: timed steps per side")
+    p.add_argument("--warmup", type=int, default=1, help="--trl: untimed steps first")
+    p.add_argument("--rounds", type=int, default=1, help="--trl: repeat ours/TRL, alternating the order")
+    p.add_argument("--seed", type=int, default=0, help="--trl: which training questions")
+    args = p.parse_args(argv)
+    side_by_side(args) if args.trl else precision_bench(args)
     print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 

@@ -1,0 +1,45 @@
+"""bench.py --trl on a tiny random model: every phase is timed, tokens are counted the same way
+on both sides, the report renders. The TRL half is skipped when TRL is not installed."""
+from types import SimpleNamespace
+
+import pytest
+
+import bench
+
+
+@pytest.fixture
+def setup(tiny_model_dir, tokenizer):
+    args = SimpleNamespace(model=tiny_model_dir, device="cpu", batch_size=1, num_generations=2,
+                           max_completion_length=4, micro_batch_size=1, learning_rate=1e-5)
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "Where is Paris?"}],
+                                         add_generation_prompt=True, tokenize=False) + bench.PREFILL
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return args, bench.step_config(args, beta=0.04), [text] * 2, [[ids, ids]]
+
+
+def check_run(run, batches):
+    logs, dtypes, prompts, params = run
+    log = logs[0]
+    assert {"generate", "reference", "update", "step"} <= log.keys()
+    assert log["step"] >= log["generate"] + log["reference"]
+    assert 2 <= log["generated"] <= 2 * 4 and log["trained"] == log["generated"]
+    assert log["positions"] == log["prompt"] + log["trained"] == 2 * len(batches[0][0]) + log["trained"]
+    assert prompts == batches  # generated from exactly these token ids
+    assert set(dtypes) == {"generate", "reference", "update"}
+    assert params > 0
+    return logs, params
+
+
+def test_our_step_times_each_phase_and_reports(setup):
+    args, cfg, _, batches = setup
+    logs, params = check_run(bench.run_ours(args, cfg, batches), batches)
+    rows, total = bench.summarize(logs, params, peak=100.0)
+    assert set(rows) == {"generate", "reference", "update", "step"}
+    assert rows["update"]["tok_s"] == pytest.approx(total["trained"] / total["update"])
+    assert "| update |" in bench.table(0.04, rows, rows)
+
+
+def test_trl_side_counts_the_same_things(setup):
+    pytest.importorskip("trl")
+    args, cfg, texts, batches = setup
+    check_run(bench.run_trl(args, cfg, batches, texts), batches)
