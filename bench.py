@@ -36,6 +36,7 @@ import resource
 import tempfile
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 
 import torch
 
@@ -180,6 +181,7 @@ def our_step(model, ref, tok, optimizer, prompts, cfg, probe):
     """One single-turn GRPO step with policy.py; returns seconds per phase and token counts."""
     log = Counter()
     with clock(log, "step"):
+        torch.manual_seed(cfg.seed)  # run_ours seeds step k with k, as TRLPhases does
         with clock(log, "generate", probe):
             new = generate_turn(model, tok, prompts, cfg.max_completion_length, cfg.temperature,
                                 bf16=cfg.bf16)
@@ -206,8 +208,8 @@ def run_ours(args, cfg, batches):
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
     probe = DtypeProbe(model, ref)
     logs, prompts = [], []
-    for batch in batches:
-        log, used = our_step(model, ref, tok, optimizer, batch, cfg, probe)
+    for k, batch in enumerate(batches):
+        log, used = our_step(model, ref, tok, optimizer, batch, replace(cfg, seed=k), probe)
         logs.append(log)
         prompts.append(used)
     return logs, dict(probe.seen), prompts, n_params(model)
@@ -269,6 +271,7 @@ class TRLPhases:
 
     def generate_single_turn(self, original):
         def wrapped(prompt_ids, *a, **k):
+            torch.manual_seed(len(self.prompts))  # step k samples with seed k, as run_ours
             with clock(self.log, "generate", self.probe):
                 completion_ids, logprobs = original(prompt_ids, *a, **k)
             self.prompts.append([list(p) for p in prompt_ids])
@@ -381,7 +384,8 @@ def side_by_side(args):
                 logs[side] += side_logs[args.warmup:]
                 print(f"beta {beta:g} round {r + 1} {side}: {time.perf_counter() - start:.0f} s; per step "
                       + ", ".join(f"{k} {v:.1f}" for k, v in sorted(sum(side_logs[args.warmup:], Counter()).items())
-                                  if k in PHASES) + " s summed", flush=True)
+                                  if k in PHASES) + " s summed; generated tokens per step "
+                      + str([log["generated"] for log in side_logs]), flush=True)
                 gc.collect()
         same = used["ours"] == used["trl"]
         print(f"beta {beta:g}: identical prompt token ids on both sides: {same}")
