@@ -14,7 +14,8 @@ example, `<reasoning>` prefilled, as train.py builds them; identical token ids, 
 B questions x G samples of at most L new tokens at temperature 1 (no top-k, no top-p, no stop
 strings), reward = rewards.xml_format_reward, group-normalised advantages, the token-mean
 clipped loss (TRL's loss_type "dapo"), mu = 1, AdamW, M sequences per forward/backward with
-gradient accumulation, bf16 autocast over fp32 weights. Phases:
+gradient accumulation, bf16 autocast over fp32 weights; step k samples with torch seed k on
+both sides. Phases:
 
     generate   ours: policy.generate_turn       TRL: GRPOTrainer._generate_single_turn
     reference  ours: policy.fill_logprobs(ref)  TRL: _get_per_token_logps_and_entropies(ref_model)
