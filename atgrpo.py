@@ -7,7 +7,8 @@ Tree sampling, for every environment e, turn t and agent a (in the workflow's or
   3. record the K as one group keyed (e, a, t): they share a prompt, so comparing them is fair,
   4. continue from the best candidate's copy (greedy argmax, ties to the lowest index);
      every branch shares that state from then on.
-Advantage inside a group: A = (r - mean) / (std + 1e-4), 0 for equal rewards (mtgrpo.group_norm).
+Advantage inside a group: A = (r - mean) / (std + 1e-4), 0 for equal rewards (mtgrpo.group_norm;
+`--scale-rewards batch` divides by the std of all the step's rewards instead).
 
 The baseline `grpo` grouping runs K independent trajectories per environment (one candidate per
 agent and turn) and normalises the trajectory reward over the K: after the first turn the
@@ -59,16 +60,16 @@ def tree_rollout(envs, env_ids, sample, K):
     return groups, envs
 
 
-def tree_samples(groups):
+def tree_samples(groups, scale="group"):
     """AT-GRPO: one Sample per candidate, advantage normalised inside its (env, agent, turn)."""
-    samples = []
-    for g in groups:
-        adv = group_norm(torch.tensor([g.rewards], dtype=torch.float64))[0].tolist()
-        samples += [to_sample(c, a, g.key, [r]) for c, a, r in zip(g.candidates, adv, g.rewards)]
-    return samples
+    if not groups:
+        return []
+    adv = group_norm(torch.tensor([g.rewards for g in groups], dtype=torch.float64), scale).tolist()
+    return [to_sample(c, a, g.key, [r])
+            for g, row in zip(groups, adv) for c, a, r in zip(g.candidates, row, g.rewards)]
 
 
-def trajectory_samples(groups, env_ids, K):
+def trajectory_samples(groups, env_ids, K, scale="group"):
     """Baseline GRPO grouping: env_ids[j] is the level of trajectory j (K trajectories per
     level, one candidate per group); the trajectory reward is the sum of its agents' rewards,
     normalised over the K trajectories of a level; every sample of a trajectory gets its A."""
@@ -76,7 +77,7 @@ def trajectory_samples(groups, env_ids, K):
     for g in groups:
         returns[g.key[0]] += g.rewards[0]
     r = torch.tensor([returns[j] for j in range(len(env_ids))], dtype=torch.float64).view(-1, K)
-    adv = group_norm(r).view(-1).tolist()
+    adv = group_norm(r, scale).view(-1).tolist()
     return [to_sample(g.candidates[0], adv[g.key[0]], g.key, [returns[g.key[0]]], f"trajectories of level {g.key[0] // K}")
             for g in groups]
 
@@ -104,10 +105,10 @@ def rollout_samples(seeds, sample, args):
     K = args.num_generations
     if args.algo == "at":
         groups, final = tree_rollout(make_tasks(seeds, args), seeds, sample, K)
-        return tree_samples(groups), groups, final
+        return tree_samples(groups, args.scale_rewards), groups, final
     tasks = make_tasks([s for s in seeds for _ in range(K)], args)
     groups, final = tree_rollout(tasks, list(range(len(tasks))), sample, 1)
-    return trajectory_samples(groups, list(range(len(tasks))), K), groups, final
+    return trajectory_samples(groups, list(range(len(tasks))), K, args.scale_rewards), groups, final
 
 
 def episode_metrics(groups, final):

@@ -3,6 +3,7 @@ hold even when absolute seconds drift:
 
     python bench.py          # ours alone: generate and forward+backward, fp32 vs bf16 autocast
     python bench.py --trl    # one GRPO step, ours and TRL's GRPOTrainer side by side
+    python bench.py --shared-prompt  # AT-GRPO update: K candidates' shared prompt run once or K times
 
 --trl needs TRL, kept out of the core requirements:
     pip install -c requirements.txt -r requirements-bench.txt
@@ -42,12 +43,13 @@ from dataclasses import replace
 import torch
 
 import env_search
+import env_sokoban
 import questions as qa
 import rewards
 from mtgrpo import group_norm
 from policy import (BUNDLED, Sample, autocast, bf16_ok, bundled_model_dir, fill_logprobs,
                     first_trained, generate_turn, load_model, pad_batch, policy_update,
-                    token_logprobs)
+                    prompt_ids, token_logprobs)
 from train import Args
 
 TRL_INSTALL = "pip install -c requirements.txt -r requirements-bench.txt"
@@ -167,6 +169,42 @@ def precision_bench(args):
     train_flops = 6 * params * args.sequences * length / bf[2] / 1e9
     print(f"bf16 matmul peak {peak:.0f} GFLOP/s; bf16 forward+backward reaches {train_flops:.0f} GFLOP/s "
           f"(6 x {params / 1e6:.0f}M params x tokens / s) = {100 * train_flops / peak:.0f}% of it")
+
+
+# ---------------------------------------------------------------- shared prompt (AT-GRPO)
+def shared_prompt_bench(args):
+    """forward+backward of AT-GRPO groups (K candidates of one Sokoban prompt, a full-length
+    answer each, bf16 autocast): one row at a time, K rows with the prompt run K times (each
+    row's first token made different, so nothing is shared: the same shapes), and K rows with
+    the prompt run once (policy.shared_prompt_logits)."""
+    model, tok = load_model(args.model, args.device)
+    K, g = args.num_generations, torch.Generator().manual_seed(0)
+    tasks = [env_sokoban.SokobanTask(env_sokoban.level_for(s, 5, 1, 4)) for s in range(args.sequences // K)]
+    prompts = [prompt_ids(tok, t.messages("planner"), "<answer>") for t in tasks]
+    groups = [[Sample(ids=p + torch.randint(0, 1000, (args.max_completion_length,), generator=g).tolist(),
+                      mask=[0] * len(p) + [1] * args.max_completion_length,
+                      adv=[0.0] * len(p) + [1.0] * args.max_completion_length) for _ in range(K)] for p in prompts]
+    unshared = [[replace(s, ids=[100 + k] + s.ids[1:]) for k, s in enumerate(group)]
+                for group in groups]
+
+    def update(groups, mb):
+        for group in groups:
+            for i in range(0, K, mb):
+                chunk = group[i:i + mb]
+                ids, attn, mask, adv = pad_batch(chunk, args.device)
+                with autocast(args.device):
+                    logp = token_logprobs(model, ids, attn, 1.0, first_trained(chunk))
+                (-(logp * adv[:, 1:] * mask[:, 1:]).sum() / mask.sum()).backward()
+        model.zero_grad(set_to_none=True)
+
+    rows = {"1 row at a time": timed(lambda: update(groups, 1), 2),
+            f"{K} rows, prompt {K} times": timed(lambda: update(unshared, K), 2),
+            f"{K} rows, prompt once": timed(lambda: update(groups, K), 2)}
+    print(f"{args.model} on {args.device}: {len(groups)} groups x K = {K}, prompt {len(prompts[0])} tokens "
+          f"+ {args.max_completion_length} trained tokens, forward+backward, bf16 autocast {bf16_ok(args.device)}")
+    base = rows["1 row at a time"]
+    for name, seconds in rows.items():
+        print(f"{name:<24} {seconds:6.2f} s   speed-up {base / seconds:.2f}x")
 
 
 # ---------------------------------------------------------------- side by side: ours
@@ -418,13 +456,14 @@ def report(args, results, peak):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--trl", action="store_true", help="one GRPO step, ours and TRL side by side")
+    p.add_argument("--shared-prompt", action="store_true", help="AT-GRPO groups: the prompt once vs K times")
     p.add_argument("--model", default=BUNDLED)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-completion-length", type=int, default=Args.max_completion_length)
     p.add_argument("--micro-batch-size", type=int, default=Args.micro_batch_size)
-    p.add_argument("--sequences", type=int, default=16, help="without --trl: batch_size x num_generations")
+    p.add_argument("--sequences", type=int, default=16, help="without --trl: batch_size x num_generations (all rows)")
     p.add_argument("--batch-size", type=int, default=Args.batch_size, help="--trl: questions per step")
-    p.add_argument("--num-generations", type=int, default=Args.num_generations, help="--trl: G")
+    p.add_argument("--num-generations", type=int, default=Args.num_generations, help="--trl: G; --shared-prompt: K")
     p.add_argument("--betas", type=float, nargs="+", default=[0.0, 0.04], help="--trl: KL weights to run")
     p.add_argument("--learning-rate", type=float, default=Args.learning_rate)
     p.add_argument("--steps", type=int, default=3, help="--trl: timed steps per side")
@@ -432,7 +471,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=1, help="--trl: repeat ours/TRL, alternating the order")
     p.add_argument("--seed", type=int, default=0, help="--trl: which training questions")
     args = p.parse_args(argv)
-    side_by_side(args) if args.trl else precision_bench(args)
+    side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else precision_bench(args)
     print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 

@@ -209,12 +209,32 @@ def token_logprobs(model, ids, attn, temperature, start=1):
     temperature, so it is the log of the distribution the token was sampled from. (B, L-1)
 
     Tokens before `start` (the prompt: no loss) get 0, and the LM head is not run for them.
+    Rows that all begin with the same `start` tokens (the K candidates of an AT-GRPO group, the
+    G episodes of one question) run that prompt once: see shared_prompt_logits.
     """
-    keep = ids.shape[1] - start + 1  # logits at positions start-1 .. L-1
-    logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits[:, :-1]
+    if len(ids) > 1 and start < ids.shape[1] and bool((ids[:, :start] == ids[:1, :start]).all()):
+        logits = shared_prompt_logits(model, ids, attn, start)
+    else:
+        keep = ids.shape[1] - start + 1  # logits at positions start-1 .. L-1
+        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits[:, :-1]
     logp = torch.log_softmax(logits.float() / temperature, -1)
     logp = logp.gather(-1, ids[:, start:, None]).squeeze(-1)
     return torch.nn.functional.pad(logp, (start - 1, 0))
+
+
+def shared_prompt_logits(model, ids, attn, start):
+    """Logits at positions start-1 .. L-2 of B rows that share their first `start` tokens: the
+    shared prompt runs once, its keys/values are repeated for the B rows, and each row's rest
+    runs on top of them. Same values and gradients as B full forwards (the B gradients through
+    the repeated keys/values add up), with the prompt computed once instead of B times."""
+    B, L = ids.shape
+    prompt = model(input_ids=ids[:1, :start], use_cache=True, logits_to_keep=1)
+    cache = prompt.past_key_values
+    cache.batch_repeat_interleave(B)
+    positions = torch.arange(start, L, device=ids.device).expand(B, -1)
+    rest = model(input_ids=ids[:, start:], attention_mask=attn, position_ids=positions,
+                 past_key_values=cache, logits_to_keep=L - start).logits[:, :-1]
+    return torch.cat([prompt.logits.expand(B, -1, -1), rest], dim=1)
 
 
 def first_trained(samples):

@@ -39,6 +39,30 @@ def colour(adv, scale):
     return "rgb(%d,%d,%d)" % tuple(int(255 + abs(t) * (e - 255) + 0.5) for e in end)
 
 
+# ---------------------------------------------------------------- writing (train.py, every step)
+def save_rollouts(samples, tok, path):
+    """One JSON line per sample for show.py: its group, role and per-turn rewards, and per
+    token its text, mask (1 = trained), advantage and turn (-1 = prompt or environment)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        for s in samples:
+            f.write(json.dumps({"group": s.group, "role": s.role, "rewards": s.rewards,
+                                "tokens": token_texts(tok, s.ids), "mask": s.mask,
+                                "adv": s.adv, "turn": s.turn}) + "\n")
+
+
+def token_texts(tok, ids):
+    """The text of each token. A character split over several byte-level tokens is shown on the
+    last of them (the others get ""), so no token decodes to the replacement character."""
+    texts, start = [], 0
+    for i in range(len(ids)):
+        piece = tok.decode(ids[start:i + 1])
+        partial = piece.endswith("\ufffd") and i + 1 - start < 4  # UTF-8 needs at most 4 bytes
+        texts.append("" if partial else piece)
+        start = start if partial else i + 1
+    return texts
+
+
 # ---------------------------------------------------------------- reading
 def rollout_steps(out):
     """{step: path} of OUT's rollout files; a SystemExit saying what to do when there are none."""
@@ -198,7 +222,7 @@ def page(out, step, groups, gi):
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<p class="run">run {html.escape(out)} · env {html.escape(env)} · algo {html.escape(algo)} '
             f"({ALGOS.get(algo, 'unknown')}) · {len(rows)} rollouts</p>",
-            f'<div class="legend">advantage <span class="bar"></span> ' + (
+            '<div class="legend">advantage <span class="bar"></span> ' + (
                 f"from {-scale:+.3f} (red) through 0 (white) to {scale:+.3f} (green): intensity = "
                 "advantage / max |advantage| of this group; hover a token for its exact value." if scale else
                 "all 0 in this group (equal rewards): it teaches nothing, every token is white.") +

@@ -32,6 +32,7 @@ import env_search
 import mtgrpo
 import questions as qa
 import rewards
+import show
 from policy import (BUNDLED, bf16_ok, chat_sampler, fill_logprobs, load_model, pick_device,
                     play_episodes, policy_update)
 
@@ -52,10 +53,11 @@ class Args:
     epsilon: float = 0.2  # lower clip: ratio >= 1 - epsilon
     epsilon_high: float = 0.2  # upper clip: ratio <= 1 + epsilon_high
     num_iterations: int = 1  # mu: policy updates per rollout batch
+    scale_rewards: str = "group"  # divide advantages by the group std (the papers), the std of the whole step (batch), or not (none)
     loss_type: str = "token"  # token: mean over all tokens of the batch; seq: mean of sequence means
     alpha: float = 1.0  # MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...
     max_grad_norm: float = 1.0  # gradient-norm clip
-    micro_batch_size: int = 1  # sequences per forward/backward: sets peak memory (CPU: 1 is also fastest)
+    micro_batch_size: int = 1  # sequences per forward/backward: sets peak memory (search on CPU: 1 is fastest; sokoban: K, a group's prompt then runs once)
     temperature: float = 1.0  # sampling temperature (log-probs use the same)
     top_p: float = 1.0  # nucleus sampling
     prefill: str = "auto"  # text the environment puts at the start of every model turn; auto: <reasoning> / <answer>
@@ -114,6 +116,8 @@ def parse_args(argv=None):
     if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
             args.env != "sokoban" or args.single_agent)):
         p.error("--policy is shared, or per-role with --env sokoban and two roles (no --single-agent)")
+    if args.scale_rewards not in mtgrpo.SCALES:
+        p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
     if args.loss_type not in ("token", "seq"):
         p.error(f"--loss-type must be token or seq, not {args.loss_type!r}")
     return args
@@ -157,7 +161,8 @@ def search_rollout(models, tok, questions, retriever, args):
     samples, n_generated = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS)
     turn_r, outcome_r, log = score(envs)
     adv = mtgrpo.turn_advantages(torch.tensor(turn_r).view(-1, G, 1),
-                                 torch.tensor(outcome_r).view(-1, G), args.algo, args.alpha)
+                                 torch.tensor(outcome_r).view(-1, G), args.algo, args.alpha,
+                                 args.scale_rewards)
     for i, (s, a) in enumerate(zip(samples, adv.view(len(envs), -1))):
         s.adv = mtgrpo.token_advantages(s.turn, a.tolist())
         s.group, s.rewards = f"question {i // G + 1}: {envs[i].question}", turn_r[i] + [outcome_r[i]]
@@ -177,14 +182,14 @@ def role_models(models):
 
 
 def sokoban_rollout(models, tok, seeds, _, args):
-    sample = chat_sampler(role_models(models), tok, args, ["</answer>"])
+    sample = chat_sampler(role_models(models), tok, args, atgrpo.env_sokoban.STOP_STRINGS)
     samples, groups, final = atgrpo.rollout_samples(seeds, sample, args)
     n_generated = sum(sum(s.mask) for s in samples)
     return samples, n_generated, atgrpo.episode_metrics(groups, final)
 
 
 def sokoban_eval(models, tok, seeds, _, args, greedy=True):
-    sample = chat_sampler(role_models(models), tok, args, ["</answer>"], greedy)
+    sample = chat_sampler(role_models(models), tok, args, atgrpo.env_sokoban.STOP_STRINGS, greedy)
     return atgrpo.evaluate(sample, seeds, args)
 
 
@@ -215,29 +220,6 @@ def train_step(rollout, models, tok, ref, optimizers, batch, data, args):
 def routed(samples, name):
     """A per-role policy trains only on its role's samples."""
     return samples if name == "policy" else [s for s in samples if s.role == name]
-
-
-def save_rollouts(samples, tok, path):
-    """One JSON line per sample for show.py: its group, role and per-turn rewards, and per
-    token its text, mask (1 = trained), advantage and turn (-1 = prompt or environment)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        for s in samples:
-            f.write(json.dumps({"group": s.group, "role": s.role, "rewards": s.rewards,
-                                "tokens": token_texts(tok, s.ids), "mask": s.mask,
-                                "adv": s.adv, "turn": s.turn}) + "\n")
-
-
-def token_texts(tok, ids):
-    """The text of each token. A character split over several byte-level tokens is shown on the
-    last of them (the others get ""), so no token decodes to the replacement character."""
-    texts, start = [], 0
-    for i in range(len(ids)):
-        piece = tok.decode(ids[start:i + 1])
-        partial = piece.endswith("\ufffd") and i + 1 - start < 4  # UTF-8 needs at most 4 bytes
-        texts.append("" if partial else piece)
-        start = start if partial else i + 1
-    return texts
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -338,7 +320,7 @@ def main(argv=None):
                 g["lr"] = args.learning_rate * min(1.0, step / max(1, args.warmup_steps))
         batch = rng.sample(pool, args.batch_size)
         stats, samples = train_step(rollout, models, tok, ref, optimizers, batch, data, args)
-        save_rollouts(samples, tok, os.path.join(args.out, "rollouts", f"step_{step}.jsonl"))
+        show.save_rollouts(samples, tok, os.path.join(args.out, "rollouts", f"step_{step}.jsonl"))
         line = {"step": step, **stats}
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
             line.update(run_eval())

@@ -107,3 +107,15 @@ def test_single_agent_setting_has_only_executor_groups():
     envs = [sk.SokobanTask(sk.level_for(i, reverse_steps=6), max_turns=2, planner=False) for i in range(2)]
     groups, _ = tree_rollout(envs, [0, 1], random_policy(5, []), K=2)
     assert {g.key[1] for g in groups} == {"executor"}
+
+
+def test_scale_rewards_reaches_both_groupings():
+    from atgrpo import Group
+    c = ([1], [2], "<answer>U</answer>")
+    groups = [Group((0, "planner", 0), [c, c], [1.0, 3.0], 1), Group((0, "executor", 0), [c, c], [0.0, 0.0], 0)]
+    # none: r - group mean; batch: divided by the std of [1, 3, 0, 0]: mean 1, sqrt((0 + 4 + 1 + 1) / 3) = 1.414214 (+1e-4)
+    assert [s.adv[-1] for s in tree_samples(groups, "none")] == [-1.0, 1.0, 0.0, 0.0]
+    assert [s.adv[-1] for s in tree_samples(groups, "batch")] == pytest.approx([-0.707057, 0.707057, 0, 0], abs=1e-6)
+    assert tree_samples([], "batch") == []
+    one = [Group((j, "executor", 0), [c], [r], 0) for j, r in enumerate([2.0, 0.0, 5.0, 5.0])]  # K = 2, 2 levels
+    assert [s.adv[-1] for s in trajectory_samples(one, [0, 1, 2, 3], 2, "none")] == [1.0, -1.0, 0.0, 0.0]

@@ -43,3 +43,13 @@ def test_trl_side_counts_the_same_things(setup):
     pytest.importorskip("trl")
     args, cfg, texts, batches = setup
     check_run(bench.run_trl(args, cfg, batches, texts), batches)
+
+
+def test_shared_prompt_bench_times_three_variants(tiny_model_dir, capsys):
+    args = SimpleNamespace(model=tiny_model_dir, device="cpu", num_generations=2, sequences=4,
+                           max_completion_length=3)
+    bench.shared_prompt_bench(args)
+    out = capsys.readouterr().out
+    assert "2 groups x K = 2" in out and "+ 3 trained tokens" in out
+    for row in ("1 row at a time", "2 rows, prompt 2 times", "2 rows, prompt once"):
+        assert row in out

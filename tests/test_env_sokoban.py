@@ -198,6 +198,14 @@ def test_parse_moves_never_raises_on_garbage():
 
 
 # ---------------------------------------------------------------- the two-role task
+def test_a_turn_stops_at_the_end_of_the_answer_line(tokenizer):
+    from policy import cut_at_stop
+    for text, kept in (("L U\nblah blah", "L U\n"), ("R</answer> then text", "R</answer>")):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        cut = tokenizer.decode(cut_at_stop(ids, tokenizer, es.STOP_STRINGS))
+        assert cut == kept and es.parse_moves("<answer>" + cut) == es.parse_moves("<answer>" + text)
+
+
 def test_planner_is_scored_on_a_copy_and_the_real_board_stays():
     task = es.SokobanTask(board(LEVEL))
     reward = task.act("planner", "<answer>R</answer>")

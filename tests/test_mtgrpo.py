@@ -24,6 +24,20 @@ def test_group_norm_by_hand():
     close(group_norm(torch.tensor([[0.0, 0.0, 0.5]])), [T])
 
 
+def test_batch_and_no_scaling_by_hand():
+    # [[1, 2, 3], [0, 0, 4]]: centred [-1, 0, 1] and [-4/3, -4/3, 8/3]; group stds 1 and 2.309401.
+    # batch: std of all six, mean 5/3, sum of squares 40/3, std sqrt(40/3/5) = 1.632993 (+1e-4)
+    r = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 4.0]], dtype=torch.float64)
+    close(group_norm(r, "group"), [[-N1, 0, N1], [-0.577325, -0.577325, 1.154651]])
+    close(group_norm(r, "batch"), [[-0.612335, 0, 0.612335], [-0.816447, -0.816447, 1.632893]])
+    close(group_norm(r, "none"), [[-1, 0, 1], [-4 / 3, -4 / 3, 8 / 3]])
+    equal = torch.tensor([[0.7, 0.7, 0.7], [0.0, 1.0, 2.0]], dtype=torch.float64)
+    for scale in ("batch", "none"):  # an equal-reward group stays exactly 0, one sample too
+        assert (group_norm(equal, scale)[0] == 0).all() and (group_norm(torch.tensor([[0.3]]), scale) == 0).all()
+    adv = turn_advantages(r[:, :, None], torch.zeros(2, 3), "mt", scale="none")  # A_1 = R^T - mean
+    close(adv[..., 0], [[-1, 0, 1], [-4 / 3, -4 / 3, 8 / 3]])
+
+
 def test_equal_rewards_and_single_sample_give_zero_not_nan():
     close(group_norm(torch.tensor([[0.7, 0.7, 0.7]])), [[0, 0, 0]])
     close(group_norm(torch.tensor([[0.3]])), [[0]])

@@ -6,8 +6,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import policy
 from policy import (Sample, clipped_surrogate, cut_at_stop, generate_turn, k3_kl, load_model,
                     pad_batch, policy_update, token_logprobs)
+
+shared = policy.shared_prompt_logits
 
 
 def test_k3_kl_by_hand():
@@ -110,3 +113,35 @@ def test_kl_term_uses_the_stored_reference(tiny_model_dir):
     stats = policy_update(model, opt, [s], _args(beta=0.1))
     assert stats["kl"] == pytest.approx(math.exp(-1), rel=1e-4)
     assert stats["loss"] == pytest.approx(0.1 * math.exp(-1), rel=1e-4)  # A = 0: loss = beta * KL
+
+
+def test_shared_prompt_runs_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(4)
+    prompt = torch.randint(0, 1000, (7,), generator=g).tolist()
+    samples = [Sample(ids=prompt + torch.randint(0, 1000, (n,), generator=g).tolist(),
+                      mask=[0] * 7 + [1] * n, adv=[0] * 7 + [a] * n)
+               for n, a in ((3, 1.0), (6, -0.5), (1, -0.5))]  # right padding: rests of 3, 6, 1
+    calls = []
+    monkeypatch.setattr(policy, "shared_prompt_logits", lambda *a: calls.append(1) or shared(*a))
+    grads = {}
+
+    class Record(torch.optim.SGD):  # keeps the gradient the update steps with
+        def step(self):
+            grads[mb] = torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    for mb in (1, 3):  # 1: three full forwards; 3: one shared prompt + the three rests
+        policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(micro_batch_size=mb))
+    assert len(calls) == 1 and grads[1].norm() > 0
+    assert torch.allclose(grads[3], grads[1], atol=1e-6, rtol=1e-4)
+    ids, attn, _, _ = pad_batch(samples, "cpu")
+    with torch.no_grad():
+        batched = token_logprobs(model, ids, attn, 0.7, start=7)
+        for i, s in enumerate(samples):
+            alone = token_logprobs(model, torch.tensor([s.ids]), torch.ones(1, len(s.ids), dtype=torch.long), 0.7, start=7)
+            assert torch.allclose(batched[i, :len(s.ids) - 1], alone[0], atol=1e-5)
+    assert len(calls) == 2
+    other = Sample(ids=[5] + prompt[1:] + [9], mask=[0] * 7 + [1], adv=[0] * 7 + [1.0])  # first token differs
+    with torch.no_grad():
+        token_logprobs(model, *pad_batch([samples[0], other], "cpu")[:2], 1.0, start=7)
+    assert len(calls) == 2  # not shared: the plain path

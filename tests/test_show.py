@@ -190,3 +190,10 @@ def test_chromium_screenshot_is_not_blank(tmp_path):
     assert len(pixels) > 50  # text, colours and borders, not one flat colour
     near = lambda c: any(all(abs(p[k] - c[k]) <= 3 for k in range(3)) for p in pixels)
     assert near(show.POS) and near(show.NEG)  # the +max and -max tool-call turns are on screen
+
+
+def test_token_texts_keep_split_characters_whole(tokenizer):
+    ids = tokenizer("Tokyo 東京 Maß", add_special_tokens=False)["input_ids"]
+    texts = show.token_texts(tokenizer, ids)
+    assert len(texts) == len(ids) and "".join(texts) == "Tokyo 東京 Maß"
+    assert "\ufffd" not in "".join(texts) and " 東" in texts and "京" in texts
