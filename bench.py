@@ -127,6 +127,18 @@ def clock(log, phase, probe=None):
     log[phase] += time.perf_counter() - start
 
 
+def forward_backward(model, samples, micro_batch_size, device, bf16=True):
+    """The compute of an update without the optimizer: log-probs of each micro-batch, a
+    policy-gradient loss, backward; the gradients are then dropped."""
+    for i in range(0, len(samples), micro_batch_size):
+        chunk = samples[i:i + micro_batch_size]
+        ids, attn, mask, adv = pad_batch(chunk, device)
+        with autocast(device, bf16):
+            logp = token_logprobs(model, ids, attn, 1.0, first_trained(chunk))
+        (-(logp * adv[:, 1:] * mask[:, 1:]).sum() / mask.sum()).backward()
+    model.zero_grad(set_to_none=True)
+
+
 # ---------------------------------------------------------------- ours alone: fp32 vs bf16
 def precision_bench(args):
     """generate and forward+backward on the default run's shapes, fp32 vs bf16 autocast."""
@@ -143,13 +155,7 @@ def precision_bench(args):
         return generate_turn(model, tok, prompts, args.max_completion_length, bf16=bf16)
 
     def update(bf16):
-        for i in range(0, len(samples), args.micro_batch_size):
-            chunk = samples[i:i + args.micro_batch_size]
-            batch_ids, attn, mask, adv = pad_batch(chunk, args.device)
-            with autocast(args.device, bf16):
-                logp = token_logprobs(model, batch_ids, attn, 1.0, first_trained(chunk))
-            (-(logp * adv[:, 1:] * mask[:, 1:]).sum() / mask.sum()).backward()
-        model.zero_grad(set_to_none=True)
+        forward_backward(model, samples, args.micro_batch_size, args.device, bf16)
 
     print(f"{args.model} on {args.device}: {args.sequences} sequences, {args.max_completion_length} "
           f"new tokens, update length {length} tokens, micro-batch {args.micro_batch_size}")
@@ -187,15 +193,8 @@ def shared_prompt_bench(args):
     unshared = [[replace(s, ids=[100 + k] + s.ids[1:]) for k, s in enumerate(group)]
                 for group in groups]
 
-    def update(groups, mb):
-        for group in groups:
-            for i in range(0, K, mb):
-                chunk = group[i:i + mb]
-                ids, attn, mask, adv = pad_batch(chunk, args.device)
-                with autocast(args.device):
-                    logp = token_logprobs(model, ids, attn, 1.0, first_trained(chunk))
-                (-(logp * adv[:, 1:] * mask[:, 1:]).sum() / mask.sum()).backward()
-        model.zero_grad(set_to_none=True)
+    def update(groups, mb):  # mb is 1 or K: micro-batches never straddle two groups
+        forward_backward(model, [s for group in groups for s in group], mb, args.device)
 
     rows = {"1 row at a time": timed(lambda: update(groups, 1), 2),
             f"{K} rows, prompt {K} times": timed(lambda: update(unshared, K), 2),
