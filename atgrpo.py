@@ -10,23 +10,26 @@ Tree sampling, for every environment e, turn t and agent a (in the workflow's or
 Advantage inside a group: A = (r - mean) / (std + 1e-4), 0 for equal rewards (mtgrpo.group_norm;
 `--scale-rewards batch` divides by the std of all the step's rewards instead).
 
-The baseline `grpo` grouping runs K independent trajectories per environment (one candidate per
-agent and turn) and normalises the trajectory reward over the K: after the first turn the
-trajectories' states differ, so no two samples of a turn share a prompt.
+The GRPO baseline (`--algo grpo`) plays K independent trajectories per level instead
+(`parallel_rollout`, one answer per agent and turn) and normalises each trajectory's return over
+the K of its level (`trajectory_samples`): after the first turn the trajectories' states differ,
+so no two samples of a turn share a prompt.
 
-Environments need: roles, done, copy(), messages(role), act(role, text) -> reward (env_sokoban).
-`sample(role, message_lists)` is the policy: it returns one (prompt_ids, response_ids, text) per
-prompt, routed to that role's model.
+Environments need: roles, turn (turns completed), done, copy(), messages(role), act(role, text)
+-> reward (env_sokoban.SokobanTask). `sample(role, message_lists)` is the policy: it returns one
+(prompt_ids, response_ids, text) per prompt, routed to that role's model. Turns are numbered from
+1 as in the paper.
 """
 from dataclasses import dataclass
 
 import torch
 
 import env_sokoban
+from loss import Sample
 from mtgrpo import group_norm
-from policy import Sample
 
 
+# ---------------------------------------------------------------- AT-GRPO: tree sampling
 @dataclass
 class Group:
     key: tuple  # (environment id, agent, turn): never merged across environments or turns
@@ -40,9 +43,20 @@ def best_index(rewards):
     return max(range(len(rewards)), key=lambda k: (rewards[k], -k))
 
 
+def tree_step(env, env_id, role, candidates):
+    """One node of the tree: score each of the K candidates on its own copy of `env` (never on
+    `env` itself), record them as the group (env_id, role, turn), and return that group and the
+    copy of the best candidate, from which the episode continues."""
+    branches = [env.copy() for _ in candidates]
+    rewards = [b.act(role, text) for b, (_, _, text) in zip(branches, candidates)]
+    chosen = best_index(rewards)
+    return Group((env_id, role, env.turn + 1), candidates, rewards, chosen), branches[chosen]
+
+
 def tree_rollout(envs, env_ids, sample, K):
-    """Play every environment to the end with tree sampling; returns the groups and the final
-    environments (each the chosen branch)."""
+    """Play every environment to the end with tree sampling: at each turn, for each agent in
+    order, K candidates from the agent's one prompt (all environments in one batched call), then
+    tree_step. Returns the groups and the final environments (each the chosen branch)."""
     envs, groups = list(envs), []
     while any(not e.done for e in envs):
         for role in envs[0].roles:
@@ -51,12 +65,8 @@ def tree_rollout(envs, env_ids, sample, K):
                 break
             outs = sample(role, [envs[i].messages(role) for i in active for _ in range(K)])
             for j, i in enumerate(active):
-                candidates = outs[j * K:(j + 1) * K]
-                branches = [envs[i].copy() for _ in range(K)]
-                rewards = [b.act(role, text) for b, (_, _, text) in zip(branches, candidates)]
-                chosen = best_index(rewards)
-                groups.append(Group((env_ids[i], role, envs[i].turn), candidates, rewards, chosen))
-                envs[i] = branches[chosen]
+                group, envs[i] = tree_step(envs[i], env_ids[i], role, outs[j * K:(j + 1) * K])
+                groups.append(group)
     return groups, envs
 
 
@@ -65,30 +75,52 @@ def tree_samples(groups, scale="group"):
     if not groups:
         return []
     adv = group_norm(torch.tensor([g.rewards for g in groups], dtype=torch.float64), scale).tolist()
-    return [to_sample(c, a, g.key, [r])
+    return [to_sample(c, a, g.key[1], g.key[2], [r], f"level {g.key[0]} / {g.key[1]} / turn {g.key[2]}")
             for g, row in zip(groups, adv) for c, a, r in zip(g.candidates, row, g.rewards)]
 
 
-def trajectory_samples(groups, env_ids, K, scale="group"):
-    """Baseline GRPO grouping: env_ids[j] is the level of trajectory j (K trajectories per
-    level, one candidate per group); the trajectory reward is the sum of its agents' rewards,
-    normalised over the K trajectories of a level; every sample of a trajectory gets its A."""
-    returns = {j: 0.0 for j in range(len(env_ids))}
-    for g in groups:
-        returns[g.key[0]] += g.rewards[0]
-    r = torch.tensor([returns[j] for j in range(len(env_ids))], dtype=torch.float64).view(-1, K)
-    adv = group_norm(r, scale).view(-1).tolist()
-    return [to_sample(g.candidates[0], adv[g.key[0]], g.key, [returns[g.key[0]]], f"trajectories of level {g.key[0] // K}")
-            for g in groups]
+# ---------------------------------------------------------------- the GRPO baseline: trajectories
+@dataclass
+class Turn:
+    """One agent's answer in one trajectory (no branching): the baseline and greedy evaluation."""
+    role: str
+    turn: int  # 1-based
+    candidate: tuple  # (prompt_ids, response_ids, text)
+    reward: float
 
 
-def to_sample(candidate, advantage, key, rewards, group=None):
-    """Prompt (mask 0) + response (mask 1, carrying the advantage) of agent key[1] at turn key[2]."""
-    (prompt, response, _), (env, role, turn) = candidate, key
+def parallel_rollout(envs, sample):
+    """Play every environment to the end with one answer per agent and turn, no branching.
+    Returns each environment's list of Turns (its trajectory) and the final environments."""
+    trajectories = [[] for _ in envs]
+    while any(not e.done for e in envs):
+        for role in envs[0].roles:
+            active = [i for i, e in enumerate(envs) if not e.done]
+            if not active:
+                break
+            outs = sample(role, [envs[i].messages(role) for i in active])
+            for i, candidate in zip(active, outs):
+                turn = envs[i].turn + 1
+                trajectories[i].append(Turn(role, turn, candidate, envs[i].act(role, candidate[2])))
+    return trajectories, envs
+
+
+def trajectory_samples(trajectories, level_ids, K, scale="group"):
+    """Baseline GRPO grouping: trajectories j = 0..K-1 belong to level_ids[0], K..2K-1 to
+    level_ids[1], ...; a trajectory's return (the sum of its agents' rewards) is normalised over
+    the K trajectories of its level, and every answer of the trajectory carries that advantage."""
+    returns = [sum(t.reward for t in trajectory) for trajectory in trajectories]
+    adv = group_norm(torch.tensor(returns, dtype=torch.float64).view(-1, K), scale).view(-1).tolist()
+    return [to_sample(t.candidate, adv[j], t.role, t.turn, [returns[j]], f"trajectories of level {level_ids[j // K]}")
+            for j, trajectory in enumerate(trajectories) for t in trajectory]
+
+
+def to_sample(candidate, advantage, role, turn, rewards, group):
+    """Prompt (mask 0) + response (mask 1, carrying the advantage) of one agent at one turn."""
+    prompt, response, _ = candidate
     return Sample(ids=list(prompt) + list(response), mask=[0] * len(prompt) + [1] * len(response),
                   adv=[0.0] * len(prompt) + [advantage] * len(response), role=role,
-                  turn=[-1] * len(prompt) + [turn] * len(response), rewards=rewards,
-                  group=group or f"level {env} / {role} / turn {turn + 1}")
+                  turn=[0] * len(prompt) + [turn] * len(response), rewards=rewards, group=group)
 
 
 # ---------------------------------------------------------------- training on Sokoban
@@ -100,32 +132,34 @@ def make_tasks(seeds, args):
 
 
 def rollout_samples(seeds, sample, args):
-    """AT-GRPO tree sampling (K = num_generations) or the baseline's K parallel trajectories,
-    at the same sample budget: K samples per (level, agent, turn)."""
+    """AT-GRPO tree sampling (K = num_generations) or the baseline's K parallel trajectories per
+    level, at the same sample budget: K samples per (level, agent, turn). Returns the samples,
+    the (role, reward) of every answer the episodes played, and the final environments."""
     K = args.num_generations
     if args.algo == "at":
         groups, final = tree_rollout(make_tasks(seeds, args), seeds, sample, K)
-        return tree_samples(groups, args.scale_rewards), groups, final
-    tasks = make_tasks([s for s in seeds for _ in range(K)], args)
-    groups, final = tree_rollout(tasks, list(range(len(tasks))), sample, 1)
-    return trajectory_samples(groups, list(range(len(tasks))), K, args.scale_rewards), groups, final
+        played = [(g.key[1], g.rewards[g.chosen]) for g in groups]
+        return tree_samples(groups, args.scale_rewards), played, final
+    trajectories, final = parallel_rollout(make_tasks([s for s in seeds for _ in range(K)], args), sample)
+    played = [(t.role, t.reward) for trajectory in trajectories for t in trajectory]
+    return trajectory_samples(trajectories, seeds, K, args.scale_rewards), played, final
 
 
-def episode_metrics(groups, final):
+def episode_metrics(played, final):
     """Success rate, turns and moves played, the box-goal distance left, and the mean reward of
-    each role's chosen samples."""
+    each role's played answers."""
     log = {"success": sum(t.solved for t in final) / len(final),
            "turns": sum(t.turn for t in final) / len(final),
            "moves": sum(t.moves for t in final) / len(final),
            "box_distance": sum(env_sokoban.box_distance(t.state) for t in final) / len(final)}
     for role in env_sokoban.ROLES:
-        chosen = [g.rewards[g.chosen] for g in groups if g.key[1] == role]
-        if chosen:
-            log[f"reward_{role}"] = sum(chosen) / len(chosen)
+        rewards = [r for who, r in played if who == role]
+        if rewards:
+            log[f"reward_{role}"] = sum(rewards) / len(rewards)
     return log
 
 
 def evaluate(sample, seeds, args):
-    """Play the levels with one candidate per agent and turn (greedy in train.py's evaluation)."""
-    groups, final = tree_rollout(make_tasks(seeds, args), seeds, sample, 1)
-    return episode_metrics(groups, final)
+    """Play the levels with one answer per agent and turn (greedy in train.py's evaluation)."""
+    trajectories, final = parallel_rollout(make_tasks(seeds, args), sample)
+    return episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)

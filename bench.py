@@ -19,8 +19,8 @@ gradient accumulation, bf16 autocast over fp32 weights; step k samples with torc
 both sides. Phases:
 
     generate   ours: policy.generate_turn       TRL: GRPOTrainer._generate_single_turn
-    reference  ours: policy.fill_logprobs(ref)  TRL: _get_per_token_logps_and_entropies(ref_model)
-    update     ours: policy.policy_update       TRL: the optimizer step (training_step x GA, grad
+    reference  ours: loss.fill_logprobs(ref)    TRL: _get_per_token_logps_and_entropies(ref_model)
+    update     ours: loss.policy_update         TRL: the optimizer step (training_step x GA, grad
                clip, AdamW) minus _generate_and_score_completions
     step       all of it, rewards and bookkeeping included
 
@@ -47,9 +47,9 @@ import env_sokoban
 import questions as qa
 import rewards
 from mtgrpo import group_norm
-from policy import (BUNDLED, Sample, autocast, bf16_ok, bundled_model_dir, fill_logprobs,
-                    first_trained, generate_turn, load_model, pad_batch, policy_update,
-                    prompt_ids, token_logprobs)
+from loss import (Sample, autocast, bf16_ok, fill_logprobs, first_trained, pad_batch, policy_update,
+                  token_logprobs)
+from policy import BUNDLED, bundled_model_dir, generate_turn, load_model, prompt_ids
 from train import Args
 
 TRL_INSTALL = "pip install -c requirements.txt -r requirements-bench.txt"
@@ -182,7 +182,7 @@ def shared_prompt_bench(args):
     """forward+backward of AT-GRPO groups (K candidates of one Sokoban prompt, a full-length
     answer each, bf16 autocast): one row at a time, K rows with the prompt run K times (each
     row's first token made different, so nothing is shared: the same shapes), and K rows with
-    the prompt run once (policy.shared_prompt_logits)."""
+    the prompt run once (loss.shared_prompt_logits)."""
     model, tok = load_model(args.model, args.device)
     K, g = args.num_generations, torch.Generator().manual_seed(0)
     tasks = [env_sokoban.SokobanTask(env_sokoban.level_for(s, 5, 1, 4)) for s in range(args.sequences // K)]

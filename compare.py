@@ -31,9 +31,7 @@ import train
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO"}
 ORDER = {"search": ("or", "mr", "mt"), "sokoban": ("grpo", "at")}  # baselines first
-TABLE = {"search": ["reward", "tool_execution_rate", "exact_match", "answer_in_results", "xml_format"],
-         "sokoban": ["success", "box_distance", "reward_planner", "reward_executor"]}
-PLOT = {"search": ["tool_execution_rate", "exact_match", "reward"],
+PLOT = {"search": ["tool_execution_rate", "exact_match_rate", "reward"],
         "sokoban": ["success", "reward_executor", "reward_planner"]}
 NOTE = {"search": "Training metrics are means over the G sampled rollouts of a step; the evaluation is "
                   "greedy, on the first --eval-n test questions.",
@@ -154,15 +152,17 @@ def table(head, rows):
 
 def report(env, out):
     """OUT/results.md (also printed): greedy evaluations, training means, each run's command and time."""
-    keys, algos = TABLE[env], ORDER[env]
+    rows, algos = train.TABLE[env], ORDER[env]
+    keys = [k for k, _ in rows]
     runs = {a: summary(os.path.join(out, a), keys) for a in algos}
     fmt = lambda x: "—" if x is None else f"{x:.3f}"
     evals = [(a, e) for a in algos for e in runs[a]["evals"]]  # (algo, first eval), (algo, last eval)
     lines = [f"# {' vs '.join(NAMES[a] for a in algos)} ({env})", ""]
     lines += table(["greedy eval on test", *(f"{NAMES[a]} step {e['step']}" for a, e in evals)],
-                   [[k, *(fmt(e.get("eval_" + k)) for _, e in evals)] for k in keys])
+                   [[label, *(fmt(e.get("eval_" + k)) for _, e in evals)] for k, label in rows])
     lines += [""] + table(["training mean (sampled), last third", *(NAMES[a] + runs[a]["span"] for a in algos)],
-                          [[k, *(fmt(runs[a]["train"].get(k)) for a in algos)] for k in keys])
+                          [[label, *(fmt(runs[a]["train"].get(k)) for a in algos)] for k, label in rows])
+    lines += ["", "Rates are fractions of the maximum; rewards are in reward units."]
     lines += ["", NOTE[env], ""] + table(
         ["run", "last step", "train + eval time", "command"],
         [[NAMES[a], r["last_step"], r["time"], r["command"]] for a, r in runs.items()])

@@ -19,14 +19,13 @@ import time
 
 from tqdm import tqdm
 
+import rewards
 import train
 from policy import BUNDLED, load_model, pick_device
 
-# Table 5 of the MT-GRPO paper: metric -> (reward component, its maximum in reward units)
-SEARCH_METRICS = {"tool_execution": ("tool_execution", 0.2),
-                  "answer_in_results": ("answer_in_results", 0.5),
-                  "format": ("xml_format", 0.2),
-                  "exact_match": ("exact_match", 1.0)}
+# Table 5 of the MT-GRPO paper: metric -> reward component (its maximum: rewards.MAXIMA)
+SEARCH_METRICS = {"tool_execution": "tool_execution", "answer_in_results": "answer_in_results",
+                  "format": "xml_format", "exact_match": "exact_match"}
 # run settings that define the task (read from a checkpoint's args.json)
 TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retriever_url", "corpus",
              "train_questions", "test_questions", "max_completion_length", "size", "boxes",
@@ -70,21 +69,21 @@ def load_policy(path, args, device):
 
 
 def evaluation_set(args, split):
-    """(evaluate function, data, items): test or train questions / level seeds."""
-    _, evaluate, data, pool, test = train.setup(args)
+    """(data, items): test or train questions / level seeds."""
+    data, pool, test = train.load_task(args)
     items = test if split == "test" else list(pool[:args.eval_n])
     if len(items) < args.eval_n:
         print(f"note: the {split} split has only {len(items)} items", file=sys.stderr)
-    return evaluate, data, items
+    return data, items
 
 
 def evaluate(models, tok, args, split, chunk, greedy=True):
     """Mean metrics over the split, `chunk` episodes per call, weighted by chunk size."""
-    run, data, items = evaluation_set(args, split)
+    data, items = evaluation_set(args, split)
     totals = {}
     for i in tqdm(range(0, len(items), chunk), desc=f"evaluate {args.env}", unit="chunk"):
         part = items[i:i + chunk]
-        for k, v in run(models, tok, part, data, args, greedy).items():
+        for k, v in train.evaluate_policy(models, tok, part, data, args, greedy).items():
             totals[k] = totals.get(k, 0.0) + v * len(part)
     return {k: v / len(items) for k, v in totals.items()}, len(items)
 
@@ -96,16 +95,17 @@ def report(metrics, args, ours, n):
     print("\n" + head)
     out = {"env": args.env, "split": ours.split, "n": n, "model": args.model, "greedy": not ours.sample}
     if args.env == "search":
-        print(f"{'metric':<20}{'rate':>8}{'reward units':>15}{'max':>6}")
-        for name, (key, top) in SEARCH_METRICS.items():
-            out[name], out[name + "_reward"] = metrics[key] / top, metrics[key]
-            print(f"{name:<20}{out[name]:>8.3f}{metrics[key]:>15.3f}{top:>6}")
+        print(f"{'metric (rate: fraction of the maximum)':<40}{'rate':>8}")
+        for name, key in SEARCH_METRICS.items():
+            out[name], out[name + "_reward"] = metrics[key] / rewards.MAXIMA[key], metrics[key]
+            print(f"{name:<40}{out[name]:>8.3f}")
         out["reward"] = metrics["reward"]
-        print(f"{'total reward':<20}{'':>8}{metrics['reward']:>15.3f}{2.6:>6}")
+        print(f"{'total reward (reward units, max 2.6)':<40}{metrics['reward']:>8.3f}")
     else:
-        for name in ("success", "moves", "turns", "box_distance"):
+        units = {"success": "rate", "moves": "per level", "turns": "per level", "box_distance": "cells left"}
+        for name, unit in units.items():
             out[name] = metrics[name]
-            print(f"{name:<20}{metrics[name]:>8.3f}")
+            print(f"{f'{name} ({unit})':<40}{metrics[name]:>8.3f}")
     return out
 
 

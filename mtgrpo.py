@@ -1,21 +1,20 @@
 """MT-GRPO advantages (Zeng et al. 2025, arXiv 2505.11821) and the two GRPO baselines.
 
-Shapes: `turn_rewards` (groups, G, K-1) holds the turn-level rewards R^T_k of turns 1..K-1,
-`outcome_rewards` (groups, G) the outcome reward R^O of each of the G rollouts of a question.
-The result (groups, G, K) holds one advantage per turn; every model token of turn k carries A_k.
+Turns are numbered k = 1..K as in the paper. `turn_rewards` (groups, G, K-1) holds the turn-level
+rewards R^T_1 .. R^T_{K-1}, `outcome_rewards` (groups, G) the outcome reward R^O of each of the G
+rollouts of a question. The result (groups, G, K) holds A_k at index k-1; every model token of
+turn k carries A_k.
 
-  norm(r)  = (r - mean_G(r)) / (std_G(r) + 1e-4)            group normalisation, std unbiased
+  norm(r)  = (r - mean_G(r)) / (std_G(r) + 1e-4)     group normalisation (GRPO), std unbiased
              (scale="batch": the std of all rewards of the batch; "none": no division)
-  GRPO-OR: A_k = norm(R^O)                                    outcome reward only
-  GRPO-MR: A_k = norm(sum_l R^T_l + R^O)                      merged reward, same for all turns
+  GRPO-OR: A_k = norm(R^O)                             outcome reward only
+  GRPO-MR: A_k = norm(sum_l R^T_l + R^O)               merged reward, the same for every turn
   MT-GRPO: A_k = sum_{l=k}^{K-1} alpha^(l-k) norm(R^T_l) + alpha^(K-k) norm(R^O)
-           (paper v2, appendix D; for K = 2: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O))
+           (paper v2, appendix D; for K = 2: A_1 = norm(R^T_1) + norm(R^O), A_2 = norm(R^O))
 """
 import torch
 
 EPS = 1e-4
-
-
 SCALES = ("group", "batch", "none")
 
 
@@ -32,7 +31,7 @@ def group_norm(r, scale="group"):
 
 
 def turn_advantages(turn_rewards, outcome_rewards, algo, alpha=1.0, scale="group"):
-    """Per-turn advantages (groups, G, K) for algo in {"or", "mr", "mt"}."""
+    """Per-turn advantages (groups, G, K), A_k at index k-1, for algo in {"or", "mr", "mt"}."""
     turn_rewards = torch.as_tensor(turn_rewards, dtype=torch.float64)
     outcome_rewards = torch.as_tensor(outcome_rewards, dtype=torch.float64)
     if turn_rewards.dim() != 3 or outcome_rewards.shape != turn_rewards.shape[:2]:
@@ -47,17 +46,17 @@ def turn_advantages(turn_rewards, outcome_rewards, algo, alpha=1.0, scale="group
         return a[..., None].expand(-1, -1, K).clone()
     if algo != "mt":
         raise ValueError(f"algo must be 'or', 'mr' or 'mt', got {algo!r}")
-    adv = torch.zeros(*outcome_rewards.shape, K, dtype=torch.float64)
-    norm_outcome = group_norm(outcome_rewards, scale)
-    norm_turn = [group_norm(turn_rewards[..., l], scale) for l in range(K - 1)]
-    for k in range(K):  # turns are 0-based here: turn k has turn rewards l = k .. K-2
-        adv[..., k] = alpha ** (K - 1 - k) * norm_outcome
-        for l in range(k, K - 1):
-            adv[..., k] += alpha ** (l - k) * norm_turn[l]
-    return adv
+    R_T = {l: group_norm(turn_rewards[..., l - 1], scale) for l in range(1, K)}  # norm(R^T_l)
+    R_O = group_norm(outcome_rewards, scale)                                      # norm(R^O)
+    A = torch.zeros(*outcome_rewards.shape, K, dtype=torch.float64)
+    for k in range(1, K + 1):
+        A[..., k - 1] = sum((alpha ** (l - k) * R_T[l] for l in range(k, K)), alpha ** (K - k) * R_O)
+    return A
 
 
 def token_advantages(turn_of_token, turn_adv):
-    """Broadcast per-turn advantages to tokens: token with turn index k gets turn_adv[k];
-    prompt and environment tokens (turn index -1) get 0 and carry no loss."""
-    return [turn_adv[k] if k >= 0 else 0.0 for k in turn_of_token]
+    """Per token of one sample: (advantage, loss mask). A model token of turn k (k >= 1) gets
+    A_k = turn_adv[k-1] and mask 1; prompt and environment tokens (turn 0) get 0 and mask 0:
+    they stay in attention but carry no loss."""
+    adv = [float(turn_adv[k - 1]) if k > 0 else 0.0 for k in turn_of_token]
+    return adv, [int(k > 0) for k in turn_of_token]

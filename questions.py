@@ -7,7 +7,7 @@ being the accepted aliases; generated ones also carry the "title" of their artic
      "answers": ["2001: A Space Odyssey"], "title": "2001: A Space Odyssey"}
 
 Read top to bottom: generated questions (aliases, sentences, clues, leaks), the train/test split,
-the JSONL loader, and a command line (`python questions.py --help`): counts, samples, and a
+the JSONL loader, the train/test sets of a run, and a command line (`python questions.py --help`): counts, samples, and a
 retrieval benchmark.
 """
 import argparse
@@ -17,8 +17,8 @@ import re
 import sys
 import time
 
-from env_search import (BM25Retriever, format_result, load_wiki_corpus, read_jsonl, tokenize,
-                        truncate_words)
+from env_search import (BM25Retriever, format_result, load_corpus_jsonl, load_wiki_corpus, read_jsonl,
+                        tokenize, truncate_words)
 
 QUESTION_TEMPLATE = 'Which Wikipedia article is this about: "{clue}"?'
 BLANK = "___"
@@ -105,6 +105,17 @@ def load_qa_jsonl(path):
     records = read_jsonl(path, {"question": str, "answers": list}, _qa_problem)
     return [{"question": r["question"], "answers": [a for a in r["answers"] if a.strip()]}
             for r in records]
+
+
+def train_test_questions(train_path="", test_path="", corpus_path=""):
+    """(train, test) questions: the user's two JSONL files, or the questions generated from the
+    corpus (a JSONL of {title, text}, or the bundled Wikipedia), split by article."""
+    if train_path or test_path:
+        if not (train_path and test_path):
+            raise ValueError("give both --train-questions and --test-questions (JSONL of question, answers)")
+        return load_qa_jsonl(train_path), load_qa_jsonl(test_path)
+    docs = load_corpus_jsonl(corpus_path) if corpus_path else load_wiki_corpus()
+    return split_by_article(make_questions(docs))
 
 
 # ---------------------------------------------------------------- command line

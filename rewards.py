@@ -177,6 +177,10 @@ def xml_tag_usage_reward(completion):
 # ---------------------------------------------------------------- grouped as in MT-GRPO
 
 
+MAXIMA = {"tool_execution": 0.2, "answer_in_results": 0.5, "answer_presence": 0.5,
+          "exact_match": 1.0, "xml_format": 0.2, "xml_tag_usage": 0.2}  # in reward units
+
+
 def reward_components(completion, answers):
     """All six rewards, in reward units, keyed by name."""
     return {"tool_execution": tool_execution_reward(completion),
@@ -197,3 +201,17 @@ def outcome_reward(completion, answers):
     (≤ 1.9)."""
     return (answer_presence_reward(completion, answers) + exact_match_reward(completion, answers)
             + xml_format_reward(completion) + xml_tag_usage_reward(completion))
+
+
+def score_episodes(envs):
+    """Rewards of finished episodes (each with .completion and .answers): R^T per episode as a
+    one-element list (turn 1), R^O per episode, and the mean of every component in reward units
+    and as a rate (`<name>_rate`: the fraction of its maximum), plus turn, outcome and total."""
+    comps = [reward_components(e.completion, e.answers) for e in envs]
+    turn = [[turn_reward(e.completion, e.answers)] for e in envs]
+    outcome = [outcome_reward(e.completion, e.answers) for e in envs]
+    means = {k: sum(c[k] for c in comps) / len(comps) for k in MAXIMA}
+    means.update({f"{k}_rate": means[k] / top for k, top in MAXIMA.items()})
+    means.update(turn_reward=sum(t[0] for t in turn) / len(turn), outcome_reward=sum(outcome) / len(outcome))
+    means["reward"] = means["turn_reward"] + means["outcome_reward"]
+    return turn, outcome, means

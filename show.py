@@ -42,7 +42,7 @@ def colour(adv, scale):
 # ---------------------------------------------------------------- writing (train.py, every step)
 def save_rollouts(samples, tok, path):
     """One JSON line per sample for show.py: its group, role and per-turn rewards, and per
-    token its text, mask (1 = trained), advantage and turn (-1 = prompt or environment)."""
+    token its text, mask (1 = trained), advantage and turn (1..K; 0 = prompt or environment)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         for s in samples:
@@ -124,8 +124,8 @@ def segments(row):
     environment tokens between turns (tool results, error messages)."""
     segs, seen_model = [], False
     for i, t in enumerate(row["turn"]):
-        kind = "turn" if t >= 0 else ("environment" if seen_model else "prompt")
-        seen_model |= t >= 0
+        kind = "turn" if t > 0 else ("environment" if seen_model else "prompt")
+        seen_model |= t > 0
         if segs and segs[-1][:2] == (kind, t):
             segs[-1][2].append(i)
         else:
@@ -141,18 +141,18 @@ def prompt_of(row):
 
 def turn_advantages(row):
     """{turn k: A_k}: every model token of turn k carries its turn's advantage A_k."""
-    return dict(sorted((t, a) for a, m, t in zip(row["adv"], row["mask"], row["turn"]) if m and t >= 0))
+    return dict(sorted((t, a) for a, m, t in zip(row["adv"], row["mask"], row["turn"]) if m and t > 0))
 
 
 def reward_labels(row, env, algo):
     """Search: rewards[k] belongs to turn k, the last one is the outcome reward R^O.
     Sokoban: AT-GRPO's one reward belongs to the turn the sample's tokens were generated at;
     the GRPO baseline gives every sample of a trajectory that trajectory's return."""
-    turns = sorted(turn_advantages(row)) or [0]
+    turns = sorted(turn_advantages(row)) or [1]
     if algo == "grpo":
         return ["trajectory return"]
     if len(row["rewards"]) == 1:
-        return [f"turn {turns[0] + 1}"]
+        return [f"turn {turns[0]}"]
     return [f"turn {k + 1}" + (" (outcome)" if env == "search" and k == len(row["rewards"]) - 1 else "")
             for k in range(len(row["rewards"]))]
 
@@ -172,7 +172,7 @@ def text_html(row, scale, skip_prompt):
             parts.append("\n" * (len(masked) - len(rest)) + f'<span class="mark env">environment</span>'
                          f'<span class="m">{rest}</span>')
             continue
-        parts.append(f'<span class="mark">turn {t + 1}</span>')
+        parts.append(f'<span class="mark">turn {t}</span>')
         for i in idx:
             tok, a = html.escape(row["tokens"][i]), row["adv"][i]
             parts.append(f'<span class="t" style="background:{colour(a, scale)}" title="advantage {a:+.4f}">'
@@ -182,7 +182,7 @@ def text_html(row, scale, skip_prompt):
 
 def rollout_html(k, row, env, algo, scale, skip_prompt, chosen):
     rewards = ", ".join(f"{l}: {r:.3f}" for l, r in zip(reward_labels(row, env, algo), row["rewards"]))
-    advs = ", ".join(f'<span class="sw" style="background:{colour(a, scale)}">turn {t + 1}: {a:+.3f}</span>'
+    advs = ", ".join(f'<span class="sw" style="background:{colour(a, scale)}">turn {t}: {a:+.3f}</span>'
                      for t, a in turn_advantages(row).items()) or "none"
     role = f" · {html.escape(row['role'])}" if row["role"] else ""
     badge = ' <span class="chosen">chosen (best reward)</span>' if chosen else ""

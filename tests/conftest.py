@@ -1,19 +1,21 @@
-"""Shared fixtures: a tiny randomly-initialised Llama with the bundled model's tokenizer."""
+"""Shared fixtures: a tiny randomly-initialised Llama with the bundled model's tokenizer.
+transformers is imported inside the fixtures, so test files of pure functions do not pay for it."""
 import pytest
 import torch
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-from policy import bundled_model_dir
 
 
 @pytest.fixture(scope="session")
 def tokenizer():
+    from transformers import AutoTokenizer
+
+    from policy import bundled_model_dir
     return AutoTokenizer.from_pretrained(bundled_model_dir())
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, tokenizer):
     """2 layers, hidden 32: a few hundred thousand parameters besides the embeddings."""
+    from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

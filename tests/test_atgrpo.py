@@ -4,7 +4,8 @@ import random
 import pytest
 
 import env_sokoban as sk
-from atgrpo import best_index, trajectory_samples, tree_rollout, tree_samples
+from atgrpo import (Group, best_index, parallel_rollout, trajectory_samples, tree_rollout, tree_samples,
+                    tree_step)
 
 MOVES = ["U", "D", "L", "R"]
 
@@ -36,6 +37,28 @@ def test_best_index_is_greedy_with_ties_to_the_lowest():
     assert best_index([0.0, 0.0]) == 0
 
 
+class Counter:
+    """A fake environment: the reward of an answer is the number in its text."""
+    def __init__(self, turn=0):
+        self.turn, self.acted = turn, []
+
+    def copy(self):
+        return Counter(self.turn)
+
+    def act(self, role, text):
+        self.acted.append(text)
+        return float(text)
+
+
+def test_tree_step_scores_copies_and_continues_from_the_best():
+    env = Counter(turn=2)
+    candidates = [([1], [2], t) for t in ("0.5", "3", "3", "-1")]
+    group, branch = tree_step(env, "level 7", "planner", candidates)
+    assert group.key == ("level 7", "planner", 3)  # two turns done: this is turn 3
+    assert group.rewards == [0.5, 3.0, 3.0, -1.0] and group.chosen == 1  # tie: the lower index
+    assert branch.acted == ["3"] and env.acted == []  # the chosen copy; the original never acts
+
+
 def test_every_group_shares_one_byte_identical_prompt():
     log = []
     groups, _ = tree_rollout(levels(3), [10, 11, 12], random_policy(0, log), K=4)
@@ -65,7 +88,7 @@ def test_group_keys_never_merge_environments_or_turns():
     assert len(keys) == len(set(keys))
     for env_id, e in zip("abc", final):
         turns = {t for (i, role, t) in keys if i == env_id and role == "executor"}
-        assert turns == set(range(e.turn))  # one executor group per turn played
+        assert turns == set(range(1, e.turn + 1))  # one executor group per turn played, from turn 1
     samples = tree_samples(groups)
     assert len(samples) == 3 * len(groups)
     for g, chunk in zip(groups, (samples[3 * k:3 * k + 3] for k in range(len(groups)))):
@@ -87,20 +110,23 @@ def test_masks_prompt_and_response():
 
 def test_baseline_grouping_normalises_trajectory_returns_per_level():
     K = 4
-    envs = [e for e in levels(2) for _ in range(K)]  # K independent trajectories per level
-    groups, _ = tree_rollout(envs, list(range(len(envs))), random_policy(4, []), K=1)
-    samples = trajectory_samples(groups, list(range(len(envs))), K)
-    returns = [sum(g.rewards[0] for g in groups if g.key[0] == j) for j in range(len(envs))]
-    by_traj = {}
-    for g, s in zip(groups, samples):
-        by_traj.setdefault(g.key[0], set()).add(round(s.adv[-1], 9))
-    assert all(len(v) == 1 for v in by_traj.values())  # one advantage per trajectory
+    envs = [e.copy() for e in levels(2) for _ in range(K)]  # K independent trajectories per level
+    trajectories, _ = parallel_rollout(envs, random_policy(4, []))
+    samples = trajectory_samples(trajectories, ["lv0", "lv1"], K)
+    returns = [sum(t.reward for t in tr) for tr in trajectories]
+    advs, i = [], 0
+    for tr in trajectories:  # samples come trajectory by trajectory, one per answer
+        mine = {round(s.adv[-1], 9) for s in samples[i:i + len(tr)]}
+        assert len(mine) == 1  # one advantage per trajectory
+        advs.append(mine.pop())
+        i += len(tr)
+    assert i == len(samples)
     for level in range(2):
         js = range(level * K, (level + 1) * K)
-        advs = [by_traj[j].pop() for j in js]
-        assert sum(advs) == pytest.approx(0, abs=1e-6) or all(a == 0 for a in advs)
-        best = max(js, key=lambda j: returns[j])
-        assert advs[best - level * K] == max(advs)
+        mine = [advs[j] for j in js]
+        assert sum(mine) == pytest.approx(0, abs=1e-6) or all(a == 0 for a in mine)
+        assert advs[max(js, key=lambda j: returns[j])] == max(mine)
+    assert {s.group for s in samples[:len(trajectories[0])]} == {"trajectories of level lv0"}
 
 
 def test_single_agent_setting_has_only_executor_groups():
@@ -110,12 +136,12 @@ def test_single_agent_setting_has_only_executor_groups():
 
 
 def test_scale_rewards_reaches_both_groupings():
-    from atgrpo import Group
+    from atgrpo import Turn
     c = ([1], [2], "<answer>U</answer>")
-    groups = [Group((0, "planner", 0), [c, c], [1.0, 3.0], 1), Group((0, "executor", 0), [c, c], [0.0, 0.0], 0)]
+    groups = [Group((0, "planner", 1), [c, c], [1.0, 3.0], 1), Group((0, "executor", 1), [c, c], [0.0, 0.0], 0)]
     # none: r - group mean; batch: divided by the std of [1, 3, 0, 0]: mean 1, sqrt((0 + 4 + 1 + 1) / 3) = 1.414214 (+1e-4)
     assert [s.adv[-1] for s in tree_samples(groups, "none")] == [-1.0, 1.0, 0.0, 0.0]
     assert [s.adv[-1] for s in tree_samples(groups, "batch")] == pytest.approx([-0.707057, 0.707057, 0, 0], abs=1e-6)
     assert tree_samples([], "batch") == []
-    one = [Group((j, "executor", 0), [c], [r], 0) for j, r in enumerate([2.0, 0.0, 5.0, 5.0])]  # K = 2, 2 levels
-    assert [s.adv[-1] for s in trajectory_samples(one, [0, 1, 2, 3], 2, "none")] == [1.0, -1.0, 0.0, 0.0]
+    one = [[Turn("executor", 1, c, r)] for r in [2.0, 0.0, 5.0, 5.0]]  # K = 2 trajectories of 2 levels
+    assert [s.adv[-1] for s in trajectory_samples(one, [0, 1], 2, "none")] == [1.0, -1.0, 0.0, 0.0]

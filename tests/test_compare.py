@@ -33,12 +33,12 @@ def want(run, algo="mt", env="search", *flags):
 
 def search_log(steps, offset=0.0):
     """Evaluations at 0, 3, 6 and one training line per step, with values easy to check by hand."""
-    log = [{"step": 0, "eval_reward": 0.5, "eval_exact_match": 0.1, "t_eval": 10.0}]
+    log = [{"step": 0, "eval_reward": 0.5, "eval_exact_match_rate": 0.1, "t_eval": 10.0}]
     for s in range(1, steps + 1):
-        line = {"step": s, "reward": s / 10 + offset, "exact_match": s / 100, "tool_execution_rate": 1.0,
+        line = {"step": s, "reward": s / 10 + offset, "exact_match_rate": s / 100, "tool_execution_rate": 1.0,
                 "t_generate": 1.0, "t_reference": 0.0, "t_update": 2.0}
         if s % 3 == 0:
-            line.update(eval_reward=0.5 + s / 10, eval_exact_match=0.1 + s / 10 + offset, t_eval=10.0)
+            line.update(eval_reward=0.5 + s / 10, eval_exact_match_rate=0.1 + s / 10 + offset, t_eval=10.0)
         log.append(line)
     return log
 
@@ -102,10 +102,11 @@ def test_report_table_cells_by_hand(tmp_path, monkeypatch, capsys):
     assert text in capsys.readouterr().out
     assert "| greedy eval on test | GRPO-OR step 0 | GRPO-OR step 6 | MT-GRPO step 0 | MT-GRPO step 6 |" in text
     # MT-GRPO exact match at step 6: 0.1 + 6/10 + 1.0; GRPO-MR has no run: no columns
-    assert "| exact_match | 0.100 | 0.700 | 0.100 | 1.700 |" in text
+    assert "| exact match rate | 0.100 | 0.700 | 0.100 | 1.700 |" in text
     # training mean over the last third (steps 5 and 6): reward (0.5 + 0.6) / 2 (+ 1.0 for MT-GRPO)
     assert "| training mean (sampled), last third | GRPO-OR steps 5–6 | GRPO-MR | MT-GRPO steps 5–6 |" in text
-    assert "| reward | 0.550 | — | 1.550 |" in text
+    assert "| total reward (max 2.6) | 0.550 | — | 1.550 |" in text
+    assert "Rates are fractions of the maximum; rewards are in reward units." in text
     # time: 6 steps x 3 s + 3 evaluations x 10 s; command: the flags that are not defaults
     assert "| MT-GRPO | 6 | 48 s | `python train.py --env search --algo mt --steps 6 --learning-rate 2e-05 --out " in text
     assert "| GRPO-MR | — | 0 s | not run |" in text
@@ -116,7 +117,7 @@ def test_table_without_matplotlib(tmp_path, monkeypatch, capsys):
     make_run(str(tmp_path), "at", "sokoban", log=[{"step": 0, "eval_success": 0.25}])
     compare.main(["--env", "sokoban", "--out", str(tmp_path), "--report-only"])
     assert "pip install -r requirements-plot.txt for the plots" in capsys.readouterr().out
-    assert "| success | 0.250 |\n" in open(tmp_path / "results.md").read()
+    assert "| success rate | 0.250 |\n" in open(tmp_path / "results.md").read()
     assert not os.path.exists(tmp_path / "compare.png")
 
 
@@ -142,4 +143,4 @@ def test_end_to_end_then_extended_on_a_tiny_model(tmp_path, tiny_model_dir):
         assert "resumed from" in open(os.path.join(out, algo + ".out")).read()
     text = open(os.path.join(out, "results.md")).read()
     assert "| greedy eval on test | GRPO step 0 | GRPO step 2 | AT-GRPO step 0 | AT-GRPO step 2 |" in text
-    assert "| success |" in text and "--steps 2" in text
+    assert "| success rate |" in text and "--steps 2" in text

@@ -89,6 +89,9 @@ def test_bad_input():
         turn_advantages(torch.zeros(1, 2), torch.zeros(1, 2), "mt")
 
 
-def test_token_broadcast():
-    # prompt (-1), turn 0, environment (-1), turn 1
-    assert token_advantages([-1, -1, 0, 0, -1, 1], [0.5, -2.0]) == [0, 0, 0.5, 0.5, 0, -2.0]
+def test_token_broadcast_and_loss_mask():
+    # prompt (0), turn 1, environment (0), turn 2: A_1 = 0.5, A_2 = -2
+    adv, mask = token_advantages([0, 0, 1, 1, 0, 2], [0.5, -2.0])
+    assert adv == [0, 0, 0.5, 0.5, 0, -2.0]
+    assert mask == [0, 0, 1, 1, 0, 1]  # environment tokens carry no loss
+    assert token_advantages([0, 0], [1.0]) == ([0.0, 0.0], [0, 0])  # no model token at all

@@ -17,8 +17,8 @@ TURN2 = ["<answer>", "Shakespeare", "</answer>"]
 
 
 def episode(group, a1, a2, rewards):
-    """One MT-GRPO search sample: prompt, turn 0 (advantage a1), tool result, turn 1 (a2)."""
-    parts = [(PROMPT, 0, -1, 0.0), (TURN1, 1, 0, a1), (ENV, 0, -1, 0.0), (TURN2, 1, 1, a2)]
+    """One MT-GRPO search sample: prompt, turn 1 (advantage a1), tool result, turn 2 (a2)."""
+    parts = [(PROMPT, 0, 0, 0.0), (TURN1, 1, 1, a1), (ENV, 0, 0, 0.0), (TURN2, 1, 2, a2)]
     row = {"group": group, "role": "", "rewards": rewards, "tokens": [], "mask": [], "adv": [], "turn": []}
     for toks, m, t, a in parts:
         row["tokens"] += toks
@@ -97,7 +97,7 @@ def test_at_grpo_group_marks_the_chosen_candidate(tmp_path):
     prompt = ["<|im_start|>", "You are the planner.\n#  $ @", "<|im_end|>\n"]
     rows = [{"group": "level 17 / planner / turn 1", "role": "planner", "rewards": [r],
              "tokens": prompt + [f"<answer>{m}</answer>"], "mask": [0, 0, 0, 1], "adv": [0, 0, 0, a],
-             "turn": [-1, -1, -1, 0]} for r, a, m in [(0.5, -1.1547, "Up"), (1.0, 0.5774, "Left"), (1.0, 0.5774, "Right")]]
+             "turn": [0, 0, 0, 1]} for r, a, m in [(0.5, -1.1547, "Up"), (1.0, 0.5774, "Left"), (1.0, 0.5774, "Right")]]
     out, path, page = render(tmp_path, {3: rows}, env="sokoban", algo="at")
     assert "AT-GRPO" in page and "planner" in page and "level 17 / planner / turn 1" in page
     assert page.count("You are the planner.") == 1 and "all 3 rollouts share" in page
@@ -105,13 +105,13 @@ def test_at_grpo_group_marks_the_chosen_candidate(tmp_path):
     assert page.index("<b>rollout 1</b>") < page.index("chosen (best reward)") < page.index("<b>rollout 2</b>")
     assert "turn 1: 1.000" in page and "#  $ @" in page  # the reward belongs to its turn
     assert 'rgb(220,70,60)" title="advantage -1.1547">&lt;answer&gt;Up&lt;/answer&gt;' in page
-    executor_turn_2 = {"rewards": [0.3], "adv": [0.0, 1.0], "mask": [0, 1], "turn": [-1, 1]}
+    executor_turn_2 = {"rewards": [0.3], "adv": [0.0, 1.0], "mask": [0, 1], "turn": [0, 2]}
     assert show.reward_labels(executor_turn_2, "sokoban", "at") == ["turn 2"]
 
 
 def test_grpo_baseline_group_shows_each_prompt(tmp_path):
     rows = [{"group": "trajectories of level 0", "role": role, "rewards": [1.0], "tokens": [f"prompt {role}", "go"],
-             "mask": [0, 1], "adv": [0, 0.7], "turn": [-1, t]} for role, t in [("planner", 0), ("executor", 1)]]
+             "mask": [0, 1], "adv": [0, 0.7], "turn": [0, t]} for role, t in [("planner", 1), ("executor", 2)]]
     page = render(tmp_path, {1: rows}, env="sokoban", algo="grpo")[2]
     assert page.count("<details><summary>prompt (1 tokens, masked)") == 2 and "chosen (best" not in page
     assert page.count("trajectory return: 1.000") == 2  # not a turn's reward: the whole trajectory's

@@ -10,6 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+import checkpoint
 import env_search
 import mtgrpo
 import policy
@@ -22,6 +23,8 @@ DOCS = [{"title": "Paris", "text": "Paris is the capital and largest city of Fra
 TURN1 = ' I search.</reasoning>\n<tool>{"name": "wiki_search", "args": {"query": "capital of France"}}</tool>'
 TURN2 = " It is Paris.</reasoning>\n<answer>Paris</answer>"
 WRONG = " Lyon.</reasoning>\n<answer>Lyon</answer>"
+TURN1_DE = ' I search.</reasoning>\n<tool>{"name": "wiki_search", "args": {"query": "capital of Germany"}}</tool>'
+TURN2_DE = " It is Berlin.</reasoning>\n<answer>Berlin</answer>"
 
 
 def ids(tok, text):
@@ -61,39 +64,64 @@ def test_token_masks_of_a_two_turn_episode(monkeypatch, tokenizer):
                         "largest city of France.\n</result><|im_end|>\n<|im_start|>assistant\n") + ids(tok, "<reasoning>")
     s = samples[0]
     assert s.ids == prompt + t1 + env_part + t2  # generated ids kept exactly, env text tokenised once
-    assert s.mask == [0] * len(prompt) + [1] * len(t1) + [0] * len(env_part) + [1] * len(t2)
-    assert samples[0].turn == [-1] * len(prompt) + [0] * len(t1) + [-1] * len(env_part) + [1] * len(t2)
+    assert s.turn == [0] * len(prompt) + [1] * len(t1) + [0] * len(env_part) + [2] * len(t2)
+    adv, mask = mtgrpo.token_advantages(s.turn, [0.5, -1.0])
+    assert mask == [0] * len(prompt) + [1] * len(t1) + [0] * len(env_part) + [1] * len(t2)
+    assert adv == [0.0] * len(prompt) + [0.5] * len(t1) + [0.0] * len(env_part) + [-1.0] * len(t2)
     assert n_gen == len(t1) + len(t2)
     assert env.completion[0]["content"] == "<reasoning>" + TURN1  # the env sees the prefill too
     assert rewards.tool_execution_reward(env.completion) == 0.2 and rewards.exact_match_reward(env.completion, ["Paris"]) == 1.0
 
 
+def replay(question, answers, retriever, texts):
+    """A fresh episode played with the given turn texts (after the prefill)."""
+    env = env_search.SearchEnv(question, answers, retriever)
+    for t in texts:
+        env.step("<reasoning>" + t)
+    return env
+
+
 def test_turn_advantages_reach_the_right_tokens(monkeypatch, tokenizer):
     retriever = env_search.BM25Retriever(DOCS)
-    captured = {}
-    monkeypatch.setattr(train, "policy_update", lambda m, o, samples, a: captured.update(s=samples) or {"loss": 0.0})
     # group of G = 2: episode 0 searches then answers right; episode 1 answers wrong at once
     scripted(monkeypatch, tokenizer, [[TURN1, WRONG], [TURN2]])
-    monkeypatch.setattr(train, "make_envs", lambda qs, r, a, repeat=1: [
-        env_search.SearchEnv("Capital of France?", ["Paris"], retriever) for _ in range(repeat)])
-    train.train_step(train.search_rollout, {"policy": None}, tokenizer, None, {"policy": None},
-                     [{"question": "q", "answers": ["Paris"]}], retriever, args_for())
-    good, bad = captured["s"]
+    good, bad = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
+                                  retriever, args_for())[0]
     # hand check of the rewards: R^T = [0.2 + 0.5, 0]; MT-GRPO A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O)
-    env0 = env_search.SearchEnv("q", ["Paris"], retriever)
-    env0.step("<reasoning>" + TURN1), env0.step("<reasoning>" + TURN2)
-    env1 = env_search.SearchEnv("q", ["Paris"], retriever)
-    env1.step("<reasoning>" + WRONG)
+    env0, env1 = replay("q", ["Paris"], retriever, [TURN1, TURN2]), replay("q", ["Paris"], retriever, [WRONG])
     r_turn = [[rewards.turn_reward(e.completion, ["Paris"])] for e in (env0, env1)]
     assert r_turn == [[0.7], [0.0]]
     r_out = [rewards.outcome_reward(e.completion, ["Paris"]) for e in (env0, env1)]
     a = mtgrpo.turn_advantages(torch.tensor([r_turn]), torch.tensor([r_out]), "mt")[0]
-    turn_of_good = [0] * len(ids(tokenizer, TURN1)) + [1] * (len(ids(tokenizer, TURN2)) + 1)
+    turn_of_good = [1] * len(ids(tokenizer, TURN1)) + [2] * (len(ids(tokenizer, TURN2)) + 1)
     trained = [adv for adv, m in zip(good.adv, good.mask) if m]
-    assert trained == pytest.approx([a[0, k].item() for k in turn_of_good])
+    assert trained == pytest.approx([a[0, k - 1].item() for k in turn_of_good])
     assert all(adv == 0 for adv, m in zip(good.adv, good.mask) if not m)
     assert a[0, 0] > a[0, 1] > 0  # the search turn gets extra credit for its turn reward
     assert all(adv == pytest.approx(a[1, 0].item()) for adv, m in zip(bad.adv, bad.mask) if m)
+
+
+def test_several_questions_are_normalised_in_their_own_groups(monkeypatch, tokenizer):
+    """3 questions x G = 2 in one step: each question's two episodes form one group; mixing rows
+    of different questions (wrong order or grouping) changes the advantages."""
+    retriever = env_search.BM25Retriever(DOCS)
+    questions = [{"question": "France?", "answers": ["Paris"]}, {"question": "Germany?", "answers": ["Berlin"]},
+                 {"question": "Also France?", "answers": ["Paris"]}]
+    plays = [[TURN1, TURN2], [WRONG], [TURN1, TURN2], [TURN1_DE, TURN2_DE], [WRONG], [WRONG]]
+    scripted(monkeypatch, tokenizer, [[p[0] for p in plays], [p[1] for p in plays if len(p) > 1]])
+    samples = train.search_step({"policy": None}, tokenizer, questions, retriever, args_for())[0]
+    for q, question in enumerate(questions):
+        envs = [replay(question["question"], question["answers"], retriever, plays[2 * q + j]) for j in (0, 1)]
+        r_turn = [[rewards.turn_reward(e.completion, question["answers"])] for e in envs]
+        r_out = [rewards.outcome_reward(e.completion, question["answers"]) for e in envs]
+        want = mtgrpo.turn_advantages(torch.tensor([r_turn]), torch.tensor([r_out]), "mt")[0]
+        for j in (0, 1):
+            s = samples[2 * q + j]
+            assert s.group == f"question {q + 1}: {question['question']}"
+            got = {k: a for a, k in zip(s.adv, s.turn) if k > 0}
+            assert got == pytest.approx({k: want[j, k - 1].item() for k in got})
+    # hand check: question 2 both search (R^T 0.2 vs 0.7), only episode 2 is right; question 3 equal
+    assert samples[3].adv[-1] > 0 > samples[2].adv[-1] and all(a == 0 for s in samples[4:] for a in s.adv)
 
 
 def tiny_run(tmp_path, tiny_model_dir, name, *extra):
@@ -128,7 +156,7 @@ def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
     for r in rows:  # batch 1 x G 2: one group; per token text, mask, advantage and turn
         assert len(r["tokens"]) == len(r["mask"]) == len(r["adv"]) == len(r["turn"])
         assert r["group"].startswith("question 1: ") and len(r["rewards"]) == 2
-        assert all((t >= 0) == bool(m) for t, m in zip(r["turn"], r["mask"]))
+        assert all((t > 0) == bool(m) for t, m in zip(r["turn"], r["mask"]))  # turns 1..K; 0: not trained
     page = show.main([out, "--step", "1"])
     assert os.path.exists(page) and "turn 1" in open(page).read()
 
@@ -137,17 +165,17 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, tiny_model_d
     full, flags = tiny_run(tmp_path, tiny_model_dir, "full", "--steps", "4")
     train.main(flags)
     crashed, flags = tiny_run(tmp_path, tiny_model_dir, "crashed", "--steps", "4")
-    real_save = train.save_checkpoint
+    real_save = checkpoint.save_checkpoint
 
     def crash_at_4(models, tok, opts, step, rng, out):
         if step == 4:  # step 4's log line is written, its checkpoint never is
             raise KeyboardInterrupt
         real_save(models, tok, opts, step, rng, out)
-    monkeypatch.setattr(train, "save_checkpoint", crash_at_4)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", crash_at_4)
     with pytest.raises(KeyboardInterrupt):
         train.main(flags)
     assert [l["step"] for l in strip_times(os.path.join(crashed, "log.jsonl"))] == [0, 1, 2, 3, 4]
-    monkeypatch.setattr(train, "save_checkpoint", real_save)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
     train.main(["--resume", crashed])
     assert strip_times(os.path.join(crashed, "log.jsonl")) == strip_times(os.path.join(full, "log.jsonl"))
     a = AutoModelForCausalLM.from_pretrained(os.path.join(full, "checkpoint")).state_dict()
@@ -159,7 +187,7 @@ def test_an_interrupted_save_falls_back_to_the_previous_checkpoint(tmp_path):
     os.makedirs(tmp_path / "checkpoint.old")
     (tmp_path / "checkpoint.old" / "trainer_state.pt").write_bytes(b"x")
     os.makedirs(tmp_path / "checkpoint.tmp")  # a save that died half-way is ignored
-    assert train.checkpoint_dir(str(tmp_path)).endswith("checkpoint.old")
+    assert checkpoint.checkpoint_dir(str(tmp_path)).endswith("checkpoint.old")
 
 
 def test_clear_errors_for_bad_flags(tmp_path, capsys):
@@ -252,3 +280,22 @@ def test_reference_model_and_two_updates_per_batch(tmp_path, tiny_model_dir, mon
     line = train.main(sokoban_flags(tmp_path, tiny_model_dir, "ref", "--beta", "0.1",
                                     "--num-iterations", "2", "--eval-every", "0"))[-1]
     assert line["kl"] > 0 and line["t_reference"] > 0
+
+
+def test_mu_2_steps_from_the_stored_old_policy(tmp_path, tiny_model_dir, monkeypatch):
+    """mu = 2: the old log-probs are stored before the first update, so in the second update the
+    ratio pi / pi_old has moved from 1 and a tight clip acts. Ignoring the stored log-probs would
+    keep the ratio at exactly 1 and the clip fraction at 0."""
+    monkeypatch.setattr(train, "chat_sampler", scripted_moves)  # rewards that differ
+    line = train.main(sokoban_flags(tmp_path, tiny_model_dir, "mu2", "--num-iterations", "2", "--eval-every", "0",
+                                    "--learning-rate", "1e-2", "--epsilon", "1e-3", "--epsilon-high", "1e-3"))[-1]
+    assert line["clip_fraction"] > 0.05
+
+
+def test_the_reference_is_the_initial_model_not_the_policy(tmp_path, tiny_model_dir, monkeypatch):
+    """beta > 0, mu = 1: at step 1 policy and reference agree (KL 0); at step 2 the policy has moved
+    and the frozen reference has not (KL > 0). A reference that is the policy itself gives KL 0."""
+    monkeypatch.setattr(train, "chat_sampler", scripted_moves)
+    history = train.main(sokoban_flags(tmp_path, tiny_model_dir, "ref2", "--steps", "2", "--beta", "0.1",
+                                       "--eval-every", "0", "--learning-rate", "1e-2"))
+    assert history[0]["kl"] == pytest.approx(0, abs=1e-7) and history[1]["kl"] > 1e-5

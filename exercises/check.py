@@ -1,0 +1,508 @@
+"""Checker for the exercises: every case below has its expected numbers worked out by hand.
+
+    python exercises/check.py              check every exercise (your ex*.py files)
+    python exercises/check.py 3            check exercise 3 only (several numbers work too)
+    python exercises/check.py --dir PATH   check the ex*.py files of another folder
+    python exercises/check.py --solutions  check the project's own functions (must all pass)
+
+The exit code is 0 when every checked exercise passes, 1 otherwise. Floats are compared with a
+tolerance of 1e-5 relative + 1e-6 absolute: tight enough to see the 1e-4 of group_norm.
+
+Each exercise has one section: its cases, then how to call the project's function (SOLUTIONS).
+A case is (name, run, expected): run() calls your function and returns what is compared with
+expected. To use the checks from Python: run_check(n, *functions) -> (passed, first_failure).
+"""
+import argparse
+import importlib.util
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+# number: (topic, file, the functions the file must define)
+EXERCISES = {
+    1: ("group normalisation", "ex1_group_norm.py", ["group_norm"]),
+    2: ("turn advantages (OR/MR/MT)", "ex2_turn_advantages.py", ["turn_advantages"]),
+    3: ("token advantages and mask", "ex3_token_advantages.py", ["token_advantages"]),
+    4: ("clipped GRPO loss + k3 KL", "ex4_grpo_loss.py", ["k3_kl", "grpo_loss"]),
+    5: ("AT-GRPO tree step", "ex5_tree_step.py", ["tree_step"]),
+    6: ("exact-match reward", "ex6_exact_match.py", ["exact_match_reward"]),
+    7: ("BM25 scores", "ex7_bm25.py", ["bm25_scores"]),
+}
+
+
+def t64(rows):
+    """A float64 tensor: the checks feed float64 so hand values to 6 digits are exact enough."""
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+# ---------------------------------------------------------------- exercise 1: group_norm
+def ex1_cases(group_norm):
+    def norm(rows):
+        return group_norm(t64(rows))
+
+    return [
+        # mean 2, deviations -1, +1; unbiased std sqrt((1 + 1) / (2 - 1)) = 1.414214
+        # -> -+1 / (1.414214 + 0.0001) = -+0.707057   (biased std 1 would give -+0.9999)
+        ("two samples", lambda: norm([[1.0, 3.0]]), [[-0.707057, 0.707057]]),
+        # mean 2, deviations -2, -1, 3; var (4 + 1 + 9) / 2 = 7, std 2.645751 (+ 0.0001)
+        # -> -2 / 2.645851, -1 / 2.645851, 3 / 2.645851
+        ("three samples", lambda: norm([[0.0, 1.0, 5.0]]), [[-0.755900, -0.377950, 1.133851]]),
+        # row 1 as above; row 2: mean 2, deviations -+2, std sqrt(8) = 2.828427
+        # -> -+2 / 2.828527 = -+0.707082: each row is normalised on its own
+        ("two groups", lambda: norm([[1.0, 3.0], [0.0, 4.0]]),
+         [[-0.707057, 0.707057], [-0.707082, 0.707082]]),
+        # mean 0.0005, deviations -+0.0005, std 0.000707107 (+ 0.0001 = 0.000807107)
+        # -> -+0.0005 / 0.000807107 = -+0.619497   (without the 1e-4: -+0.707107)
+        ("small spread, eps matters", lambda: norm([[0.0, 0.001]]), [[-0.619497, 0.619497]]),
+        # std 0: nothing to learn from this group
+        ("equal rewards", lambda: norm([[0.1, 0.1, 0.1]]), [[0, 0, 0]]),
+        ("equal rewards in one of two groups", lambda: norm([[0.7, 0.7], [1.0, 3.0]]),
+         [[0, 0], [-0.707057, 0.707057]]),
+        # one sample: the unbiased std divides by G - 1 = 0
+        ("one sample (G = 1)", lambda: norm([[2.0], [5.0]]), [[0], [0]]),
+    ]
+
+
+def ex1_solution():
+    import mtgrpo
+    return mtgrpo.group_norm,
+
+
+# ---------------------------------------------------------------- exercise 2: turn_advantages
+# Hand values (unbiased std + 1e-4, as in exercise 1):
+#   norm([1, 2, 3]) : mean 2, std 1                       -> [-1, 0, 1] / 1.0001
+A = 1 / 1.0001  # 0.999900
+#   norm([0, 0, 3]) : mean 1, var (1 + 1 + 4) / 2 = 3, std 1.732051 -> [-1, -1, 2] / 1.732151
+B = [-0.577317, -0.577317, 1.154634]
+#   norm([0, 1, 5]) : exercise 1, "three samples"
+C = [-0.755900, -0.377950, 1.133851]
+#   norm([1, 3]) = -norm([3, 1]) = [-0.707057, 0.707057]
+D = 0.707057
+
+
+def ex2_cases(turn_advantages):
+    def adv(turn, outcome, algo, alpha=1.0):
+        return turn_advantages(t64(turn), t64(outcome), algo, alpha)
+
+    return [
+        # R^O = [1, 3] -> norm = [-D, D] on both turns; the turn rewards are ignored
+        ("or, K = 2", lambda: adv([[[4.0], [0.0]]], [[1.0, 3.0]], "or"), [[[-D, -D], [D, D]]]),
+        # R^T + R^O = [4 + 1, 0 + 3] = [5, 3]: mean 4, deviations +-1, std sqrt(2) -> [D, -D]
+        # (the outcome alone would say [-D, D])
+        ("mr, K = 2", lambda: adv([[[4.0], [0.0]]], [[1.0, 3.0]], "mr"), [[[D, D], [-D, -D]]]),
+        # A_1 = norm(R^T) + norm(R^O) = [-A + B0, 0 + B1, A + B2], A_2 = norm(R^O) = B
+        ("mt, K = 2", lambda: adv([[[1.0], [2.0], [3.0]]], [[0.0, 0.0, 3.0]], "mt"),
+         [[[-1.577217, B[0]], [-0.577317, B[1]], [2.154534, B[2]]]]),
+        # K = 3: R^T_1 = [1, 2, 3], R^T_2 = [0, 0, 3], R^O = [0, 1, 5]; alpha = 1:
+        # A_1 = norm(R^T_1) + norm(R^T_2) + norm(R^O) = [-A + B0 + C0, B1 + C1, A + B2 + C2]
+        # A_2 = norm(R^T_2) + norm(R^O) = [B0 + C0, B1 + C1, B2 + C2];  A_3 = norm(R^O) = C
+        ("mt, K = 3", lambda: adv([[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]], [[0.0, 1.0, 5.0]], "mt"),
+         [[[-2.333117, -1.333217, C[0]], [-0.955267, -0.955267, C[1]],
+           [3.288384, 2.288484, C[2]]]]),
+        # same rewards, alpha = 0.5:
+        # A_1 = norm(R^T_1) + 0.5 norm(R^T_2) + 0.25 norm(R^O), A_2 = norm(R^T_2) + 0.5 norm(R^O)
+        ("mt, K = 3, alpha = 0.5",
+         lambda: adv([[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]], [[0.0, 1.0, 5.0]], "mt", 0.5),
+         [[[-1.477534, -0.955267, C[0]], [-0.383146, -0.766292, C[1]],
+           [1.860680, 1.721559, C[2]]]]),
+        # R^T_1 + R^T_2 + R^O = [1 + 0 + 3, 2 + 0 + 2, 3 + 3 + 1] = [4, 4, 7]
+        # -> mean 5, deviations [-1, -1, 2] as for [0, 0, 3]: B
+        ("mr, K = 3", lambda: adv([[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]], [[3.0, 2.0, 1.0]], "mr"),
+         [[[b, b, b] for b in B]]),
+        # two groups: group 1 R^O = [1, 3], group 2 R^O = [3, 1] (R^T equal inside each group)
+        ("two groups", lambda: adv([[[0.5], [0.5]], [[0.0], [0.0]]], [[1.0, 3.0], [3.0, 1.0]], "mt"),
+         [[[-D, -D], [D, D]], [[D, D], [-D, -D]]]),
+        ("equal rewards", lambda: adv([[[0.2], [0.2], [0.2]]], [[1.9, 1.9, 1.9]], "mt"),
+         [[[0, 0], [0, 0], [0, 0]]]),
+        ("one sample (G = 1)", lambda: adv([[[0.7]]], [[1.0]], "mr"), [[[0, 0]]]),
+    ]
+
+
+def ex2_solution():
+    import mtgrpo
+    return mtgrpo.turn_advantages,
+
+
+# ---------------------------------------------------------------- exercise 3: token_advantages
+def ex3_cases(token_advantages):
+    def tok(turns, turn_adv):
+        adv, mask = token_advantages(turns, turn_adv)
+        return list(adv), list(mask)
+
+    return [
+        # prompt (0, 0), then turn 1: A_1 = 0.5 on its tokens
+        ("one turn", lambda: tok([0, 0, 1, 1], [0.5]), ([0, 0, 0.5, 0.5], [0, 0, 1, 1])),
+        # prompt, turn 1, tool result (environment, 0), turn 2
+        ("two turns, tool result between",
+         lambda: tok([0, 0, 1, 1, 0, 0, 2, 2, 2], [0.5, -1.0]),
+         ([0, 0, 0.5, 0.5, 0, 0, -1, -1, -1], [0, 0, 1, 1, 0, 0, 1, 1, 1])),
+        ("K = 3 turns", lambda: tok([0, 1, 0, 2, 0, 3, 3], [1.5, -0.25, 2.0]),
+         ([0, 1.5, 0, -0.25, 0, 2.0, 2.0], [0, 1, 0, 1, 0, 1, 1])),
+        # the mask says who wrote the token: A_1 = 0 still trains (mask 1)
+        ("zero advantage keeps mask 1", lambda: tok([0, 1, 1], [0.0]), ([0, 0, 0], [0, 1, 1])),
+        ("only prompt tokens", lambda: tok([0, 0, 0], [0.7]), ([0, 0, 0], [0, 0, 0])),
+        ("empty sample", lambda: tok([], [0.7]), ([], [])),
+    ]
+
+
+def ex3_solution():
+    import mtgrpo
+    return mtgrpo.token_advantages,
+
+
+# ---------------------------------------------------------------- exercise 4: k3_kl, grpo_loss
+LN15, LN05 = math.log(1.5), math.log(0.5)  # ratios r = 1.5 and r = 0.5 against old_logp = 0
+
+
+def ex4_cases(k3_kl, grpo_loss):
+    def run_loss(logp, adv, mask, old=None, ref=None, beta=0.0, eps_low=0.2, eps_high=0.2):
+        logp = t64(logp)
+        old = t64(old) if old is not None else torch.zeros_like(logp)
+        ref = t64(ref) if ref is not None else torch.zeros_like(logp)
+        return grpo_loss(logp, old, ref, t64(adv), t64(mask), beta, eps_low, eps_high)
+
+    def grad(logp, adv, mask):
+        """The gradient of the loss with respect to logp (old_logp = ref_logp = 0, beta 0)."""
+        logp = t64(logp).requires_grad_(True)
+        zeros = torch.zeros_like(logp)
+        grpo_loss(logp, zeros, zeros, t64(adv), t64(mask), 0.0, 0.2, 0.2).backward()
+        return logp.grad
+
+    return [
+        # d = ref - logp = [0, 1, -1] -> exp(d) - d - 1 = [0, e - 2, 1/e] = [0, 0.718282, 0.367879]
+        ("k3_kl", lambda: k3_kl(t64([[0.0, -1.0, 1.0]]), t64([[0.0, 0.0, 0.0]])),
+         [[0, 0.718282, 0.367879]]),
+        # r = 1 everywhere, beta 0: loss = -(1 - 0.5) / 2 = -0.25
+        ("ratio 1, beta 0", lambda: run_loss([[0.0, 0.0]], [[1.0, -0.5]], [[1, 1]]), -0.25),
+        # only the two trained tokens count: -(2 + 1) / 2 = -1.5 (not -(5 + 2 + 1) / 3, not -3 / 3)
+        ("masked prompt token",
+         lambda: run_loss([[0.0, 0.0, 0.0]], [[5.0, 2.0, 1.0]], [[0, 1, 1]]), -1.5),
+        # token mean over the batch: -(1 + 2 + 3) / 3 = -2 (the mean of row means would be -2.25)
+        ("batch of two rows",
+         lambda: run_loss([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [[1.0, 2.0, 9.0], [3.0, 9.0, 9.0]],
+                          [[1, 1, 0], [1, 0, 0]]), -2.0),
+        # r = 1.5, A = 1, eps_high 0.28: min(1.5, 1.28) = 1.28 -> loss -1.28
+        ("clip active above", lambda: run_loss([[LN15]], [[1.0]], [[1]], eps_high=0.28), -1.28),
+        # r = 0.5, A = -1, eps_low 0.2: min(-0.5, 0.8 * -1) = -0.8 -> loss 0.8
+        ("clip active below", lambda: run_loss([[LN05]], [[-1.0]], [[1]], eps_high=0.28), 0.8),
+        # r = 0.5, A = 1: min(0.5, 0.8) = 0.5; r = 1.5, A = -1: min(-1.5, -1.2) = -1.5
+        # -> loss -(0.5 - 1.5) / 2 = 0.5: the min keeps the unclipped, worse value
+        ("clip inactive (pessimistic side)",
+         lambda: run_loss([[LN05, LN15]], [[1.0, -1.0]], [[1, 1]]), 0.5),
+        # r = 1; k3 = [0, e - 2] (see "k3_kl"); beta 0.1:
+        # -( (1 - 0) + (1 - 0.1 * 0.718282) ) / 2 = -(1 + 0.928172) / 2 = -0.964086
+        ("beta 0.1", lambda: run_loss([[-1.0, -1.0]], [[1.0, 1.0]], [[1, 1]], old=[[-1.0, -1.0]],
+                                      ref=[[-1.0, 0.0]], beta=0.1), -0.964086),
+        # beta 0: the reference does not matter, loss -(2 + 1) / 2 = -1.5
+        ("beta 0 ignores the reference",
+         lambda: run_loss([[0.0, 0.0]], [[2.0, 1.0]], [[1, 1]], ref=[[-3.0, 2.0]]), -1.5),
+        # loss = -(r1 * 1 + r2 * -2) / 2 with r = exp(logp), at r = 1: d/dlogp = [-0.5, 1.0];
+        # the masked token gets 0
+        ("gradient", lambda: grad([[0.0, 0.0, 0.0]], [[1.0, -2.0, 4.0]], [[1, 1, 0]]),
+         [[-0.5, 1.0, 0.0]]),
+        # r = 1.5 with A = 1 and r = 0.5 with A = -1 sit on their clip bound: constant, gradient 0;
+        # the third token (r = 1, A = 1) gets -1 / 3
+        ("clipped tokens get no gradient",
+         lambda: grad([[LN15, LN05, 0.0]], [[1.0, -1.0, 1.0]], [[1, 1, 1]]), [[0, 0, -0.333333]]),
+    ]
+
+
+def ex4_solution():
+    import loss
+
+    def grpo_loss(*args):
+        return loss.grpo_loss(*args)[0]  # the project returns (loss, kl, clipped)
+    return loss.k3_kl, grpo_loss
+
+
+# ---------------------------------------------------------------- exercise 5: tree_step
+class FakeEnv:
+    """A stand-in environment: the reward of a text is the number written in it, every act is
+    remembered in history and completes a turn, and the env keeps a list of the copies made
+    from it."""
+
+    def __init__(self, turn=0, history=()):
+        self.turn = turn  # turns completed so far
+        self.history = list(history)  # (role, text) of every act so far
+        self.copies = []  # every env.copy() made from this env, in order
+
+    def copy(self):
+        twin = FakeEnv(self.turn, self.history)
+        self.copies.append(twin)
+        return twin
+
+    def act(self, role, text):
+        self.history.append((role, text))
+        self.turn += 1
+        return float(text)
+
+    def __repr__(self):
+        return f"FakeEnv(turn={self.turn}, history={self.history})"
+
+
+def ex5_cases(tree_step):
+    def step(texts, turn=0, env_id=7, role="planner"):
+        """tree_step on a fresh FakeEnv that has played `turn` turns, one candidate per text.
+        Returns the env and tree_step's (key, rewards, chosen, branch)."""
+        env = FakeEnv(turn, [("planner", "x")] * turn)
+        candidates = [([1, 2, 3], [10 + j], text) for j, text in enumerate(texts)]
+        return env, tree_step(env, env_id, role, candidates)
+
+    def rewards(texts):
+        return list(step(texts)[1][1])
+
+    def chosen(texts):
+        return step(texts)[1][2]
+
+    def original_after(texts):  # the env tree_step was given, after the call
+        env, _ = step(texts, turn=2)
+        return env.turn, env.history
+
+    def branch_is(texts):
+        env, (_, _, _, branch) = step(texts)
+        if branch is env:
+            return "the original env"
+        return "a copy of env" if any(branch is c for c in env.copies) else repr(branch)
+
+    def branch_after(texts):
+        _, (_, _, _, branch) = step(texts, turn=2)
+        return branch.turn, branch.history
+
+    return [
+        ("rewards, in candidate order", lambda: rewards(["0.5", "2", "1"]), [0.5, 2.0, 1.0]),
+        ("chosen = argmax", lambda: chosen(["0.5", "2", "1"]), 1),
+        ("negative rewards", lambda: chosen(["-2", "-0.5", "-1"]), 1),
+        ("ties go to the lowest index", lambda: chosen(["1", "3", "3", "2"]), 1),
+        ("all rewards equal", lambda: chosen(["0", "0", "0"]), 0),
+        ("one candidate (K = 1)", lambda: (rewards(["-1"]), chosen(["-1"])), ([-1.0], 0)),
+        # env.turn = 0 turns played: this is turn 1
+        ("key at the first turn", lambda: step(["1", "2"])[1][0], (7, "planner", 1)),
+        # env.turn = 2 turns played: this is turn 3
+        ("key at a later turn", lambda: step(["1", "2"], turn=2, env_id=3, role="executor")[1][0],
+         (3, "executor", 3)),
+        # still its 2 turns: nothing was played on it
+        ("original env not acted on", lambda: original_after(["0.5", "2", "1"]),
+         (2, [("planner", "x"), ("planner", "x")])),
+        ("branch is a copy", lambda: branch_is(["0.5", "2", "1"]), "a copy of env"),
+        # the chosen copy played one act, the best text "2", after the 2 turns it was copied with
+        ("branch is the chosen candidate's copy", lambda: branch_after(["0.5", "2", "1"]),
+         (3, [("planner", "x"), ("planner", "x"), ("planner", "2")])),
+    ]
+
+
+def ex5_solution():
+    import atgrpo
+
+    def tree_step(env, env_id, role, candidates):
+        group, branch = atgrpo.tree_step(env, env_id, role, candidates)
+        return group.key, group.rewards, group.chosen, branch
+    return tree_step,
+
+
+# ---------------------------------------------------------------- exercise 6: exact_match_reward
+def said(*turns):
+    """A completion: assistant and user (environment) messages alternating, assistant first."""
+    return [{"role": "assistant" if i % 2 == 0 else "user", "content": text}
+            for i, text in enumerate(turns)]
+
+
+def ex6_cases(exact_match_reward):
+    def em(*turns, answers=("Paris",)):
+        return exact_match_reward(said(*turns), list(answers))
+
+    return [
+        ("right answer", lambda: em("<reasoning>France.</reasoning>\n<answer>Paris</answer>"), 1.0),
+        ("wrong answer", lambda: em("<answer>Lyon</answer>"), 0.0),
+        # "  paris \n" -> "paris";  "PARIS " -> "paris"
+        ("case and whitespace", lambda: em("<answer>  paris \n</answer>", answers=["PARIS "]), 1.0),
+        ("a substring is not exact", lambda: em("<answer>Paris, France</answer>"), 0.0),
+        ("several aliases", lambda: em("<answer>clinton</answer>",
+                                       answers=["Bill Clinton", "W. J. Clinton", "Clinton"]), 1.0),
+        ("no <answer> tag", lambda: em("<reasoning>It is Paris</reasoning>\nParis"), 0.0),
+        ("unclosed <answer> tag", lambda: em("<answer>Paris"), 0.0),
+        ("empty answer", lambda: em("<answer>   </answer>"), 0.0),
+        ("blank answer, blank alias", lambda: em("<answer></answer>", answers=["", "Paris"]), 0.0),
+        # the last turn has no answer: the answer of the earlier turn counts
+        ("answer in an earlier turn",
+         lambda: em("<answer>Paris</answer>", "<result>ok</result>", "<reasoning>ok</reasoning>"), 1.0),
+        # the last answer counts, not the first
+        ("answer in the last turn",
+         lambda: em("<answer>Paris</answer>", "<result>no</result>", "<answer>Lyon</answer>"), 0.0),
+        # a tool result ("user") is not the model's answer
+        ("answer only in a tool result",
+         lambda: em("<tool>{}</tool>", "<result><answer>Paris</answer></result>", "<reasoning>?</reasoning>"),
+         0.0),
+        ("no assistant turn", lambda: em(), 0.0),
+    ]
+
+
+def ex6_solution():
+    import rewards
+    return rewards.exact_match_reward,
+
+
+# ---------------------------------------------------------------- exercise 7: bm25_scores
+# N = 3 documents, |d| = 3, 2, 4, avgdl = 9 / 3 = 3
+DOCS = [["cat", "sat", "mat"], ["dog", "sat"], ["cat", "cat", "dog", "ran"]]
+# idf(cat) = idf(dog) = ln(1 + (3 - 2 + 0.5) / (2 + 0.5)) = ln(1.6) = 0.470004   (n = 2)
+# idf(ran)            = ln(1 + (3 - 1 + 0.5) / (1 + 0.5)) = ln(8/3) = 0.980829   (n = 1)
+# length part k1 * (1 - b + b |d| / avgdl), k1 1.5, b 0.75: |d| 2 -> 1.125, 3 -> 1.5, 4 -> 1.875
+# tf part tf * 2.5 / (tf + length part):
+#   cat in doc 0: 2.5 / 2.5 = 1;   cat in doc 2: 5 / 3.875 = 1.290323
+#   dog in doc 1: 2.5 / 2.125 = 1.176471;   dog and ran in doc 2: 2.5 / 2.875 = 0.869565
+# score = idf * tf part:  cat [0.470004, 0, 0.606456]   dog [0, 0.552945, 0.408699]
+#                         ran [0, 0, 0.852895]
+
+
+def ex7_cases(bm25_scores):
+    def bm25(query, docs=DOCS, **kw):
+        return list(bm25_scores(query, docs, **kw))
+
+    return [
+        ("one term, default k1 and b", lambda: bm25(["cat"]), [0.470004, 0.0, 0.606456]),
+        # the scores of the two terms add up: doc 2 = 0.408699 + 0.852895
+        ("two terms", lambda: bm25(["dog", "ran"], k1=1.5, b=0.75), [0.0, 0.552945, 1.261594]),
+        # distinct terms: "cat" twice counts once -> cat + dog
+        ("repeated query term", lambda: bm25(["cat", "dog", "cat"], k1=1.5, b=0.75),
+         [0.470004, 0.552945, 1.015155]),
+        ("term in no document", lambda: bm25(["zebra"], k1=1.5, b=0.75), [0.0, 0.0, 0.0]),
+        ("empty query", lambda: bm25([], k1=1.5, b=0.75), [0.0, 0.0, 0.0]),
+        # b = 0: no length normalisation, cat in doc 2: 5 / (2 + 1.5) = 1.428571 -> * 0.470004
+        ("b = 0", lambda: bm25(["cat"], k1=1.5, b=0.0), [0.470004, 0.0, 0.671434]),
+        # k1 1.2, b 0.5: length part 1.2 * (0.5 + 0.5 |d| / 3): |d| 3 -> 1.2, 4 -> 1.4
+        # cat in doc 0: 2.2 / 2.2 = 1; in doc 2: 4.4 / 3.4 = 1.294118 -> * 0.470004
+        ("k1 = 1.2, b = 0.5", lambda: bm25(["cat"], k1=1.2, b=0.5), [0.470004, 0.0, 0.608240]),
+        # N = 2, avgdl = (2 + 0) / 2 = 1; idf(cat) = ln(1 + 1.5 / 1.5) = ln 2 = 0.693147;
+        # length part 1.5 * (0.25 + 0.75 * 2) = 2.625; tf part 2.5 / 3.625 = 0.689655
+        ("an empty document", lambda: bm25(["cat"], [["cat", "dog"], []], k1=1.5, b=0.75),
+         [0.478033, 0.0]),
+    ]
+
+
+def ex7_solution():
+    import env_search
+
+    def bm25_scores(query_terms, doc_terms, k1=1.5, b=0.75):
+        docs = [{"title": "", "text": " ".join(d)} for d in doc_terms]
+        return env_search.BM25Retriever(docs, k1=k1, b=b).scores(" ".join(query_terms)).tolist()
+    return bm25_scores,
+
+
+# ---------------------------------------------------------------- running the checks
+CASES = {1: ex1_cases, 2: ex2_cases, 3: ex3_cases, 4: ex4_cases, 5: ex5_cases, 6: ex6_cases,
+         7: ex7_cases}
+SOLUTIONS = {1: ex1_solution, 2: ex2_solution, 3: ex3_solution, 4: ex4_solution, 5: ex5_solution,
+             6: ex6_solution, 7: ex7_solution}
+
+
+def close(got, expected):
+    """got matches expected: numbers within 1e-5 relative + 1e-6 absolute (NaN never matches),
+    lists and tuples element by element with the same length, anything else with ==."""
+    if hasattr(got, "tolist") and not isinstance(got, FakeEnv):  # tensors, numpy values
+        got = got.tolist()
+    if isinstance(expected, (list, tuple)):
+        return (isinstance(got, (list, tuple)) and len(got) == len(expected)
+                and all(close(g, e) for g, e in zip(got, expected)))
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        if isinstance(got, bool) or not isinstance(got, (int, float)):
+            return False
+        return abs(got - expected) <= 1e-6 + 1e-5 * abs(expected)
+    return got == expected
+
+
+def show(x, limit=100):
+    """One short line for a value: floats to 6 significant digits."""
+    if hasattr(x, "tolist") and not isinstance(x, FakeEnv):
+        x = x.tolist()
+    if isinstance(x, float):
+        text = f"{x:.6g}"
+    elif isinstance(x, list):
+        text = "[" + ", ".join(show(v, limit) for v in x) + "]"
+    elif isinstance(x, tuple):
+        text = "(" + ", ".join(show(v, limit) for v in x) + ("," if len(x) == 1 else "") + ")"
+    else:
+        text = repr(x)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def run_check(n, *functions):
+    """Run exercise n's cases on the given functions (two for exercise 4: k3_kl, grpo_loss).
+    Returns (passed, first_failure): first_failure is "" when all cases pass."""
+    for i, (name, run, expected) in enumerate(CASES[n](*functions)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = run()
+        except NotImplementedError:
+            return False, "not implemented yet" if i == 0 else f"{name}: not implemented yet"
+        except Exception as error:  # a bug in the function under test: report, do not crash
+            return False, f"{name}: raised {type(error).__name__}: {error}".replace("\n", " ")[:160]
+        if not close(got, expected):
+            return False, f"{name}: expected {show(expected)}, got {show(got)}"
+    return True, ""
+
+
+def student_functions(n, folder):
+    """The functions exercise n asks for, imported from folder/exN_*.py."""
+    _, filename, names = EXERCISES[n]
+    # so that ex2 can `from ex1_group_norm import group_norm`, from this folder
+    if str(folder) in sys.path:
+        sys.path.remove(str(folder))
+    sys.path.insert(0, str(folder))
+    for _, other, _ in EXERCISES.values():
+        sys.modules.pop(Path(other).stem, None)
+    spec = importlib.util.spec_from_file_location(f"student_{Path(filename).stem}", folder / filename)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    missing = [name for name in names if not hasattr(module, name)]
+    if missing:
+        raise AttributeError(f"{filename} defines no {', '.join(missing)}")
+    return [getattr(module, name) for name in names]
+
+
+def check(n, solutions=False, folder=HERE):
+    """(passed, first_failure) of exercise n, on the student's file or the project's code."""
+    try:
+        if solutions:
+            if str(ROOT) not in sys.path:
+                sys.path.insert(0, str(ROOT))
+            functions = SOLUTIONS[n]()
+        else:
+            functions = student_functions(n, Path(folder))
+    except Exception as error:
+        where = "the project's code" if solutions else EXERCISES[n][1]
+        message = f"could not load {where}: {type(error).__name__}: {error}"
+        return False, message.replace("\n", " ")[:160]
+    return run_check(n, *functions)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Check the exercises (exercises/ex*.py).")
+    parser.add_argument("numbers", nargs="*", type=int, help="exercises to check (default: all)")
+    parser.add_argument("--solutions", action="store_true",
+                        help="check the project's own functions instead of the ex*.py files")
+    parser.add_argument("--dir", default=str(HERE), help="folder with the ex*.py files")
+    args = parser.parse_args(argv)
+    numbers = args.numbers or sorted(EXERCISES)
+    unknown = [n for n in numbers if n not in EXERCISES]
+    if unknown:
+        parser.error(f"no exercise {unknown[0]}: choose from 1 to {len(EXERCISES)}")
+    print("checking the project's functions" if args.solutions else f"checking {args.dir}")
+    print(f" #  {'topic':<28} result")
+    passed = 0
+    for n in numbers:
+        ok, failure = check(n, args.solutions, args.dir)
+        passed += ok
+        print(f" {n}  {EXERCISES[n][0]:<28} {'passed' if ok else 'failed: ' + failure}")
+    print(f"{passed}/{len(numbers)} passed")
+    return 0 if passed == len(numbers) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The clipped policy-gradient objective with a k3 KL penalty, shared by MT-GRPO and AT-GRPO.
+
+Per model token t of the step, with r_t = pi(t) / pi_old(t) and the advantage A_t of its turn
+(the GRPO objective, DeepSeekMath arXiv 2402.03300 eq. 3, which both papers use; MT-GRPO puts its
+turn-level A_k there, AT-GRPO its (env, agent, turn)-group advantage):
+
+    loss = -(1/|T|) sum_t [ min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t) - beta KL_t ]
+    KL_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1     (k3 estimator of KL(pi || pi_ref), eq. 4)
+
+|T| counts the trained tokens of the whole step (the token mean), so micro-batches add up to the
+same loss and gradient as one big batch. `loss_type="seq"` averages each sequence's token mean
+instead. log-probs come from logits divided by the sampling temperature. With one update per
+rollout batch (mu = 1) pi_old is the current policy, so r_t = 1 exactly; with mu > 1 the old
+log-probs are stored before the first update (`fill_logprobs`).
+
+A `Sample` is one rollout as the loss sees it: token ids exactly as generated (never decoded and
+re-encoded), a loss mask that is 1 only on model tokens (prompt and environment tokens stay in
+attention with mask 0), and one advantage per token.
+"""
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Sample:
+    ids: list  # prompt + turns + environment tokens, as generated / tokenised once
+    mask: list = None  # 1 = model token that trains, 0 = prompt or environment token
+    adv: list = None  # advantage of each token (0 where mask is 0)
+    turn: list = None  # per token: the turn (1..K) that generated it, 0 for prompt and environment
+    old_logp: list = None  # log-probs under the sampling policy (filled when mu > 1)
+    ref_logp: list = None  # log-probs under the reference model (filled when beta > 0)
+    role: str = ""  # which agent produced the sample (AT-GRPO per-role routing)
+    group: str = ""  # the group its advantage was normalised in (show.py)
+    rewards: list = None  # the reward of each of its turns (show.py)
+
+
+def k3_kl(logp, ref_logp):
+    """Per-token k3 estimator of KL(pi || pi_ref): exp(ref - logp) - (ref - logp) - 1 >= 0."""
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1
+
+
+def clipped_surrogate(logp, old_logp, adv, eps_low, eps_high):
+    """Per-token PPO/GRPO objective min(r A, clip(r, 1-eps_low, 1+eps_high) A), r = pi/pi_old.
+    Returns the objective and a 0/1 tensor marking tokens where the clip is active."""
+    ratio = torch.exp(logp - old_logp)
+    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    objective = torch.minimum(ratio * adv, clipped * adv)
+    return objective, (ratio * adv > clipped * adv).float()
+
+
+def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high, weight=None):
+    """The loss above for tensors (B, T). `weight` (B, T) defaults to the token mean over this
+    batch, mask / sum(mask); policy_update passes mask / |T| of the whole step. beta = 0 needs
+    no reference (ref_logp may be None). Returns (loss, per-token KL, per-token clip flags)."""
+    objective, clipped = clipped_surrogate(logp, old_logp, adv, eps_low, eps_high)
+    kl = k3_kl(logp, ref_logp) if beta > 0 else torch.zeros_like(logp)
+    weight = mask / mask.sum().clamp(min=1) if weight is None else weight
+    return -((objective - beta * kl) * weight).sum(), kl, clipped
+
+
+def policy_update(model, optimizer, samples, args):
+    """One optimizer step on a list of Samples, in micro-batches with gradient accumulation."""
+    device = next(model.parameters()).device
+    n_tokens = sum(sum(s.mask) for s in samples)
+    totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
+    for i in range(0, len(samples), args.micro_batch_size):
+        chunk = samples[i:i + args.micro_batch_size]
+        ids, attn, mask, adv = pad_batch(chunk, device)
+        mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
+        with autocast(str(device), args.bf16):
+            logp = token_logprobs(model, ids, attn, args.temperature, first_trained(chunk))
+        old = logp.detach() if chunk[0].old_logp is None else stacked(chunk, "old_logp", logp)
+        ref = stacked(chunk, "ref_logp", logp) if args.beta > 0 else None
+        if args.loss_type == "token":
+            weight = mask / n_tokens
+        else:  # "seq": every sequence weighs the same whatever its length
+            weight = mask / mask.sum(1, keepdim=True).clamp(min=1) / len(samples)
+        loss, kl, clipped = grpo_loss(logp, old, ref, adv, mask, args.beta, args.epsilon,
+                                      args.epsilon_high, weight)
+        loss.backward()
+        totals["loss"] += loss.item()
+        totals["kl"] += (kl.detach() * mask).sum().item() / n_tokens
+        totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
+    totals["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return totals
+
+
+def fill_logprobs(model, samples, field, temperature, micro_batch_size, bf16=True):
+    """Store per-token log-probs (old policy or reference) on each sample, without grad."""
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for i in range(0, len(samples), micro_batch_size):
+            chunk = samples[i:i + micro_batch_size]
+            ids, attn, _, _ = pad_batch(chunk, device)
+            with autocast(str(device), bf16):
+                logp = token_logprobs(model, ids, attn, temperature, first_trained(chunk)).cpu()
+            for s, row in zip(chunk, logp):
+                setattr(s, field, row[:len(s.ids) - 1].tolist())
+
+
+# ---------------------------------------------------------------- token log-probs
+def token_logprobs(model, ids, attn, temperature, start=1):
+    """log pi(token_t | tokens_<t) for t = 1..L-1, from logits divided by the sampling
+    temperature, so it is the log of the distribution the token was sampled from. (B, L-1)
+
+    Tokens before `start` (the prompt: no loss) get 0, and the LM head is not run for them.
+    Rows that all begin with the same `start` tokens (the K candidates of an AT-GRPO group, the
+    G episodes of one question) run that prompt once: see shared_prompt_logits.
+    """
+    if len(ids) > 1 and start < ids.shape[1] and bool((ids[:, :start] == ids[:1, :start]).all()):
+        logits = shared_prompt_logits(model, ids, attn, start)
+    else:
+        keep = ids.shape[1] - start + 1  # logits at positions start-1 .. L-1
+        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits[:, :-1]
+    logp = torch.log_softmax(logits.float() / temperature, -1)
+    logp = logp.gather(-1, ids[:, start:, None]).squeeze(-1)
+    return torch.nn.functional.pad(logp, (start - 1, 0))
+
+
+def shared_prompt_logits(model, ids, attn, start):
+    """Logits at positions start-1 .. L-2 of B rows that share their first `start` tokens: the
+    shared prompt runs once, its keys/values are repeated for the B rows, and each row's rest
+    runs on top of them. Same values and gradients as B full forwards (the B gradients through
+    the repeated keys/values add up), with the prompt computed once instead of B times."""
+    B, L = ids.shape
+    prompt = model(input_ids=ids[:1, :start], use_cache=True, logits_to_keep=1)
+    cache = prompt.past_key_values
+    cache.batch_repeat_interleave(B)
+    positions = torch.arange(start, L, device=ids.device).expand(B, -1)
+    rest = model(input_ids=ids[:, start:], attention_mask=attn, position_ids=positions,
+                 past_key_values=cache, logits_to_keep=L - start).logits[:, :-1]
+    return torch.cat([prompt.logits.expand(B, -1, -1), rest], dim=1)
+
+
+def first_trained(samples):
+    """Index of the first token with loss in a micro-batch (where the LM head must start)."""
+    return max(1, min(s.mask.index(1) if 1 in s.mask else len(s.ids) for s in samples))
+
+
+def pad_batch(samples, device):
+    """Right-pad a micro-batch. Returns ids, attention mask, loss mask, advantages (B, L)."""
+    width = max(len(s.ids) for s in samples)
+    ids = torch.zeros(len(samples), width, dtype=torch.long)
+    attn, mask, adv = torch.zeros_like(ids), torch.zeros(ids.shape), torch.zeros(ids.shape)
+    for i, s in enumerate(samples):
+        n = len(s.ids)
+        ids[i, :n], attn[i, :n] = torch.tensor(s.ids), 1
+        mask[i, :n], adv[i, :n] = torch.tensor(s.mask, dtype=torch.float), torch.tensor(s.adv)
+    return ids.to(device), attn.to(device), mask.to(device), adv.to(device)
+
+
+def stacked(chunk, field, like):
+    """Pad a stored per-token field of a micro-batch to the shape of `like`."""
+    out = torch.zeros_like(like)
+    for i, s in enumerate(chunk):
+        row = getattr(s, field)
+        out[i, :len(row)] = torch.tensor(row)
+    return out
+
+
+# ---------------------------------------------------------------- precision
+def bf16_ok(device):
+    """bf16 autocast on CUDA, and on CPUs with native bf16 (AVX512-BF16 / AMX)."""
+    if device.startswith("cuda"):
+        return torch.cuda.is_bf16_supported()
+    return device == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def autocast(device, enabled=True):
+    """bf16 compute over fp32 weights: pure-bf16 weights would drop updates of lr ~ 1e-6."""
+    if not (enabled and bf16_ok(device)):
+        return contextlib.nullcontext()
+    return torch.autocast(device.split(":")[0], dtype=torch.bfloat16)

@@ -1,0 +1,210 @@
+"""The exercises' checker (exercises/check.py): it passes the project's own functions, fails the
+untouched stubs, passes a correct student answer and fails plausible wrong ones.
+
+A wrong answer is a correct answer below with one mistake a student could make (a text
+replacement), written to a temporary ex*.py file and loaded the way check.py loads a student's.
+"""
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("exercise_check", ROOT / "exercises" / "check.py")
+check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check)
+
+RIGHT = {
+    1: """
+        import torch
+
+        def group_norm(r):
+            if r.shape[1] < 2:
+                return torch.zeros_like(r)
+            std = r.std(1, keepdim=True)
+            out = (r - r.mean(1, keepdim=True)) / (std + 1e-4)
+            return torch.where(std > 0, out, torch.zeros_like(r))
+        """,
+    2: """
+        import torch
+        from ex1_group_norm import group_norm
+
+        def turn_advantages(turn_rewards, outcome_rewards, algo, alpha=1.0):
+            K = turn_rewards.shape[2] + 1
+            if algo == "or":
+                return group_norm(outcome_rewards)[..., None].repeat(1, 1, K)
+            if algo == "mr":
+                return group_norm(turn_rewards.sum(2) + outcome_rewards)[..., None].repeat(1, 1, K)
+            adv = torch.zeros(*outcome_rewards.shape, K, dtype=torch.float64)
+            for k in range(1, K + 1):
+                adv[..., k - 1] = alpha ** (K - k) * group_norm(outcome_rewards)
+                for l in range(k, K):
+                    adv[..., k - 1] += alpha ** (l - k) * group_norm(turn_rewards[..., l - 1])
+            return adv
+        """,
+    3: """
+        def token_advantages(turn_of_token, turn_adv):
+            adv = [float(turn_adv[k - 1]) if k > 0 else 0.0 for k in turn_of_token]
+            mask = [1 if k > 0 else 0 for k in turn_of_token]
+            return adv, mask
+        """,
+    4: """
+        import torch
+
+        def k3_kl(logp, ref_logp):
+            d = ref_logp - logp
+            return torch.exp(d) - d - 1
+
+        def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high):
+            r = torch.exp(logp - old_logp)
+            obj = torch.minimum(r * adv, torch.clamp(r, 1 - eps_low, 1 + eps_high) * adv)
+            obj = obj - beta * k3_kl(logp, ref_logp)
+            return -(obj * mask).sum() / mask.sum()
+        """,
+    5: """
+        def tree_step(env, env_id, role, candidates):
+            branches = [env.copy() for _ in candidates]
+            rewards = [b.act(role, text) for b, (_, _, text) in zip(branches, candidates)]
+            chosen = max(range(len(rewards)), key=lambda k: (rewards[k], -k))
+            return (env_id, role, env.turn + 1), rewards, chosen, branches[chosen]
+        """,
+    6: """
+        import re
+
+        def exact_match_reward(completion, answers):
+            for m in reversed(completion):
+                if m["role"] != "assistant":
+                    continue
+                found = re.search(r"<answer>(.*?)</answer>", m["content"], re.DOTALL)
+                if found:
+                    a = found.group(1).strip().lower()
+                    return 1.0 if a and any(a == x.lower().strip() for x in answers) else 0.0
+            return 0.0
+        """,
+    7: """
+        import math
+
+        def bm25_scores(query_terms, doc_terms, k1=1.5, b=0.75):
+            N = len(doc_terms)
+            avgdl = sum(map(len, doc_terms)) / N
+            scores = []
+            for d in doc_terms:
+                s = 0.0
+                for t in set(query_terms):
+                    n = sum(t in dd for dd in doc_terms)
+                    tf = d.count(t)
+                    idf = math.log(1 + (N - n + 0.5) / (n + 0.5))
+                    s += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl))
+                scores.append(s)
+            return scores
+        """,
+}
+
+# (exercise, mistake, [(text in the right answer, replacement), ...])
+WRONG = [
+    (1, "biased std", [("r.std(1, keepdim=True)", "r.std(1, keepdim=True, unbiased=False)")]),
+    (1, "no eps", [("(std + 1e-4)", "std")]),
+    (1, "no guard: NaN for one sample",
+     [("torch.where(std > 0, out, torch.zeros_like(r))", "out"), ("if r.shape[1] < 2:", "if False:")]),
+    (1, "no eps, no guard: NaN on equal rewards",
+     [("(std + 1e-4)", "std"), ("torch.where(std > 0, out, torch.zeros_like(r))", "out")]),
+    (1, "eps inside the square root",
+     [("r.std(1, keepdim=True)", "(r.var(1, keepdim=True) + 1e-4).sqrt()"), ("(std + 1e-4)", "std")]),
+    (1, "mean and std of the whole batch",
+     [("r.std(1, keepdim=True)", "r.std()"), ("r.mean(1, keepdim=True)", "r.mean()")]),
+    (2, "MR from the outcome only",
+     [("group_norm(turn_rewards.sum(2) + outcome_rewards)", "group_norm(outcome_rewards)")]),
+    (2, "0-based exponent of the outcome", [("alpha ** (K - k)", "alpha ** (K - 1 - k)")]),
+    (2, "0-based exponent of the turn rewards", [("alpha ** (l - k)", "alpha ** (l - k + 1)")]),
+    (2, "turn k misses its own turn reward", [("range(k, K)", "range(k + 1, K)")]),
+    (2, "MT gives every turn the outcome only", [("for l in range(k, K):", "for l in []:")]),
+    (3, "environment tokens with mask 1",
+     [("mask = [1 if k > 0 else 0 for k in turn_of_token]",
+       "first = next((t for t, k in enumerate(turn_of_token) if k > 0), len(turn_of_token))\n"
+       "    mask = [int(t >= first) for t in range(len(turn_of_token))]")]),
+    (3, "turn index off by one", [("turn_adv[k - 1]", "turn_adv[k]")]),
+    (3, "turn index off by one, wrapping", [("turn_adv[k - 1]", "turn_adv[k - 2]")]),
+    (3, "mask from the advantage",
+     [("mask = [1 if k > 0 else 0 for k in turn_of_token]", "mask = [int(a != 0) for a in adv]")]),
+    (4, "sign flip", [("return -(obj * mask).sum()", "return (obj * mask).sum()")]),
+    (4, "loss on masked tokens (mean over all tokens)", [("-(obj * mask).sum() / mask.sum()", "-obj.mean()")]),
+    (4, "divided by all tokens", [("/ mask.sum()", "/ mask.numel()")]),
+    (4, "mean of the rows' means", [("-(obj * mask).sum() / mask.sum()", "-((obj * mask).sum(1) / mask.sum(1)).mean()")]),
+    (4, "clip with max instead of min", [("torch.minimum", "torch.maximum")]),
+    (4, "clip without the min",
+     [("torch.minimum(r * adv, torch.clamp(r, 1 - eps_low, 1 + eps_high) * adv)",
+       "torch.clamp(r, 1 - eps_low, 1 + eps_high) * adv")]),
+    (4, "eps_low and eps_high swapped", [("1 - eps_low, 1 + eps_high", "1 - eps_high, 1 + eps_low")]),
+    (4, "KL without the -1", [("torch.exp(d) - d - 1", "torch.exp(d) - d")]),
+    (4, "KL with the wrong sign", [("obj - beta * k3_kl", "obj + beta * k3_kl")]),
+    (4, "ratio detached: no gradient", [("r = torch.exp(logp - old_logp)", "r = torch.exp(logp - old_logp).detach()")]),
+    (5, "ties to the highest index", [("(rewards[k], -k)", "(rewards[k], k)")]),
+    (5, "acting on the original env",
+     [("return (env_id, role, env.turn + 1), rewards, chosen, branches[chosen]",
+       "key = (env_id, role, env.turn + 1)\n"
+       "    env.act(role, candidates[chosen][2])\n"
+       "    return key, rewards, chosen, env")]),
+    (5, "key with the 0-based turn", [("env.turn + 1", "env.turn")]),
+    (5, "one copy shared by all candidates",
+     [("branches = [env.copy() for _ in candidates]",
+       "shared = env.copy()\n    branches = [shared for _ in candidates]")]),
+    (5, "branch from the last candidate", [("branches[chosen]", "branches[-1]")]),
+    (6, "substring instead of equality", [("a == x.lower().strip()", "x.lower().strip() in a")]),
+    (6, "case-sensitive", [(".strip().lower()", ".strip()"), ("x.lower().strip()", "x.strip()")]),
+    (6, "first answer instead of the last", [("reversed(completion)", "completion")]),
+    (6, "tool results count as answers", [('if m["role"] != "assistant":', "if False:")]),
+    (6, "blank answer matches a blank alias", [("1.0 if a and any(", "1.0 if any(")]),
+    (6, "answer on one line only (no re.DOTALL)", [(", re.DOTALL", "")]),
+    (7, "repeated query terms counted twice", [("set(query_terms)", "query_terms")]),
+    (7, "idf without the 1 +", [("math.log(1 + (N - n + 0.5)", "math.log((N - n + 0.5)")]),
+    (7, "no length normalisation", [("b * len(d) / avgdl", "b")]),
+    (7, "n(t) counts occurrences", [("sum(t in dd for dd in doc_terms)", "sum(dd.count(t) for dd in doc_terms)")]),
+]
+
+
+def write_answers(folder, answers):
+    for n, source in answers.items():
+        (folder / check.EXERCISES[n][1]).write_text(textwrap.dedent(source))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def right_folder(tmp_path_factory):
+    return write_answers(tmp_path_factory.mktemp("right"), RIGHT)
+
+
+def test_solutions_pass(capsys):
+    assert check.main(["--solutions"]) == 0, capsys.readouterr().out
+    assert "7/7 passed" in capsys.readouterr().out
+
+
+def test_untouched_stubs_fail(capsys):
+    assert check.main([]) == 1
+    out = capsys.readouterr().out
+    assert out.count("failed: not implemented yet") == 7 and "0/7 passed" in out
+    assert check.main(["3"]) == 1 and "0/1 passed" in capsys.readouterr().out
+
+
+def test_right_answers_pass(right_folder, capsys):
+    assert check.main(["--dir", str(right_folder)]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n, mistake, edits", WRONG, ids=[f"{n}-{m}" for n, m, _ in WRONG])
+def test_wrong_answer_fails(n, mistake, edits, right_folder, tmp_path):
+    source = textwrap.dedent(RIGHT[n])
+    for old, new in edits:
+        assert old in source, f"the edit {old!r} does not apply"
+        source = source.replace(old, new)
+    write_answers(tmp_path, {**RIGHT, n: source})
+    passed, failure = check.run_check(n, *check.student_functions(n, tmp_path))
+    assert not passed and failure and "not implemented" not in failure
+
+
+def test_every_exercise_has_a_wrong_answer():
+    assert {n for n, _, _ in WRONG} == set(check.EXERCISES)
+
+
+def test_failure_is_one_line():
+    passed, failure = check.run_check(1, lambda r: r - r.mean(1, keepdim=True) / 0.0)
+    assert not passed and "\n" not in failure and failure.startswith("two samples: expected")

@@ -1,0 +1,155 @@
+"""loss.py: the clipped loss, the k3 KL, log-probs and gradient accumulation, on small tensors
+and a tiny random model."""
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import loss
+from loss import (Sample, clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update,
+                  token_logprobs)
+
+shared = loss.shared_prompt_logits
+
+
+def load_model(path, device):
+    from policy import load_model  # transformers: only for the tests that need a model
+    return load_model(path, device)
+
+
+def test_k3_kl_by_hand():
+    # pi = 0.5, pi_ref = 0.25: d = ln 0.5, exp(d) - d - 1 = 0.5 + 0.693147 - 1 = 0.193147
+    kl = k3_kl(torch.tensor([math.log(0.5), math.log(0.3)]), torch.tensor([math.log(0.25), math.log(0.3)]))
+    assert torch.allclose(kl, torch.tensor([0.193147, 0.0]), atol=1e-6)
+
+
+def test_clipped_surrogate_by_hand():
+    logp = torch.log(torch.tensor([1.5, 1.5, 0.5, 0.5, 1.0]))
+    old = torch.zeros(5)
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0, 2.0])
+    obj, clipped = clipped_surrogate(logp, old, adv, eps_low=0.2, eps_high=0.2)
+    # r=1.5,A=1 -> min(1.5, 1.2)=1.2 clipped; r=1.5,A=-1 -> min(-1.5,-1.2)=-1.5;
+    # r=.5,A=1 -> min(.5,.8)=.5; r=.5,A=-1 -> min(-.5,-.8)=-.8 clipped; r=1,A=2 -> 2
+    assert torch.allclose(obj, torch.tensor([1.2, -1.5, 0.5, -0.8, 2.0]), atol=1e-6)
+    assert clipped.tolist() == [1, 0, 0, 1, 0]
+    obj, _ = clipped_surrogate(logp, old, adv, eps_low=0.2, eps_high=0.28)  # asymmetric clip
+    assert torch.allclose(obj[0], torch.tensor(1.28))
+
+
+def test_padding_never_inferred_from_ids():
+    # a real token equal to the pad/eos id (2 for the bundled tokenizer) inside a sequence must
+    # keep attention and its mask
+    s = Sample(ids=[1, 2, 3], mask=[0, 1, 1], adv=[0, 1.0, 1.0])
+    ids, attn, mask, adv = pad_batch([s, Sample(ids=[1], mask=[0], adv=[0])], "cpu")
+    assert attn.tolist() == [[1, 1, 1], [1, 0, 0]] and mask.tolist() == [[0, 1, 1], [0, 0, 0]]
+
+
+def _args(**kw):
+    base = dict(micro_batch_size=4, temperature=1.0, epsilon=0.2, epsilon_high=0.2, beta=0.0,
+                loss_type="token", max_grad_norm=1e9, bf16=False)
+    return SimpleNamespace(**{**base, **kw})
+
+
+@pytest.mark.parametrize("loss_type,want", [("token", 9.5 / 15), ("seq", 0.5)])
+def test_loss_value_and_micro_batches_give_the_full_batch_gradient(tiny_model_dir, loss_type, want):
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(1)
+    samples = []
+    for n, a in ((5, 0.5), (9, -0.5), (7, -1.5)):  # 3, 7 and 5 trained tokens
+        ids = torch.randint(0, 1000, (n,), generator=g).tolist()
+        samples.append(Sample(ids=ids, mask=[0, 0] + [1] * (n - 2), adv=[0, 0] + [a] * (n - 2)))
+    # mu = 1: ratio = 1, so loss = -mean(A). token: -(3*.5 - 7*.5 - 5*1.5)/15; seq: -(.5 - .5 - 1.5)/3
+    stats = {}
+    for mb in (1, 3):
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: weights stay, gradients are measured
+        stats[mb] = policy_update(model, opt, samples, _args(micro_batch_size=mb, loss_type=loss_type))
+    assert stats[1]["loss"] == pytest.approx(want, rel=1e-5)
+    assert stats[3]["loss"] == pytest.approx(want, rel=1e-5)
+    assert stats[1]["grad_norm"] == pytest.approx(stats[3]["grad_norm"], rel=1e-4) and stats[1]["grad_norm"] > 0
+    assert stats[1]["clip_fraction"] == 0 and stats[1]["kl"] == 0
+
+
+def test_lm_head_skipped_on_the_prompt_changes_nothing_after_it(tiny_model_dir):
+    model, _ = load_model(tiny_model_dir, "cpu")
+    ids = torch.randint(0, 1000, (2, 12), generator=torch.Generator().manual_seed(3))
+    attn = torch.ones_like(ids)
+    full = token_logprobs(model, ids, attn, 1.0)
+    part = token_logprobs(model, ids, attn, 1.0, start=6)
+    assert part.shape == full.shape and (part[:, :5] == 0).all()
+    assert torch.allclose(part[:, 5:], full[:, 5:], atol=1e-5)
+
+
+def test_kl_term_uses_the_stored_reference(tiny_model_dir):
+    model, _ = load_model(tiny_model_dir, "cpu")
+    ids = list(range(10, 20))
+    s = Sample(ids=ids, mask=[0] * 4 + [1] * 6, adv=[0.0] * 10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    fill = token_logprobs(model, torch.tensor([ids]), torch.ones(1, 10, dtype=torch.long), 1.0)[0]
+    s.ref_logp = fill.tolist()  # reference == policy: KL 0
+    assert policy_update(model, opt, [s], _args(beta=0.1))["kl"] == pytest.approx(0, abs=1e-6)
+    s.ref_logp = (fill - 1.0).tolist()  # ref - logp = -1 on every token: k3 = e^-1 + 1 - 1
+    stats = policy_update(model, opt, [s], _args(beta=0.1))
+    assert stats["kl"] == pytest.approx(math.exp(-1), rel=1e-4)
+    assert stats["loss"] == pytest.approx(0.1 * math.exp(-1), rel=1e-4)  # A = 0: loss = beta * KL
+
+
+def test_shared_prompt_runs_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(4)
+    prompt = torch.randint(0, 1000, (7,), generator=g).tolist()
+    samples = [Sample(ids=prompt + torch.randint(0, 1000, (n,), generator=g).tolist(),
+                      mask=[0] * 7 + [1] * n, adv=[0] * 7 + [a] * n)
+               for n, a in ((3, 1.0), (6, -0.5), (1, -0.5))]  # right padding: rests of 3, 6, 1
+    calls = []
+    monkeypatch.setattr(loss, "shared_prompt_logits", lambda *a: calls.append(1) or shared(*a))
+    grads = {}
+
+    class Record(torch.optim.SGD):  # keeps the gradient the update steps with
+        def step(self):
+            grads[mb] = torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    for mb in (1, 3):  # 1: three full forwards; 3: one shared prompt + the three rests
+        policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(micro_batch_size=mb))
+    assert len(calls) == 1 and grads[1].norm() > 0
+    assert torch.allclose(grads[3], grads[1], atol=1e-6, rtol=1e-4)
+    ids, attn, _, _ = pad_batch(samples, "cpu")
+    with torch.no_grad():
+        batched = token_logprobs(model, ids, attn, 0.7, start=7)
+        for i, s in enumerate(samples):
+            alone = token_logprobs(model, torch.tensor([s.ids]), torch.ones(1, len(s.ids), dtype=torch.long), 0.7, start=7)
+            assert torch.allclose(batched[i, :len(s.ids) - 1], alone[0], atol=1e-5)
+    assert len(calls) == 2
+    other = Sample(ids=[5] + prompt[1:] + [9], mask=[0] * 7 + [1], adv=[0] * 7 + [1.0])  # first token differs
+    with torch.no_grad():
+        token_logprobs(model, *pad_batch([samples[0], other], "cpu")[:2], 1.0, start=7)
+    assert len(calls) == 2  # not shared: the plain path
+
+
+def test_grpo_loss_by_hand():
+    # two tokens trained, one masked: r = [1.5, 0.5, 2], A = [1, -1, 5], eps 0.2, beta 0.5
+    # objective = [min(1.5, 1.2), min(-.5, -.8), -] = [1.2, -0.8]; ref - logp = [0, ln 0.5]:
+    # k3 = [0, 0.5 - ln 0.5 ... ] = [0, 0.5 + 0.693147 - 1] = [0, 0.193147]
+    # loss = -((1.2 - 0) + (-0.8 - 0.5 * 0.193147)) / 2 = -(0.4 - 0.096574) / 2 = -0.151713
+    logp = torch.log(torch.tensor([[1.5, 0.5, 2.0]]))
+    old = torch.zeros(1, 3)
+    ref = logp + torch.log(torch.tensor([[1.0, 0.5, 1.0]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    loss, kl, clipped = grpo_loss(logp, old, ref, torch.tensor([[1.0, -1.0, 5.0]]), mask, 0.5, 0.2, 0.2)
+    assert loss.item() == pytest.approx(-0.151713, abs=1e-6)
+    assert clipped[0, :2].tolist() == [1, 1]
+    assert grpo_loss(logp, old, None, torch.tensor([[1.0, -1.0, 5.0]]), mask, 0.0, 0.2, 0.2)[0].item() == \
+        pytest.approx(-(1.2 - 0.8) / 2, abs=1e-6)  # beta = 0: no reference needed
+
+
+def test_stored_old_logprobs_set_the_ratio(tiny_model_dir):
+    """With old log-probs stored one nat below the current ones, r = e on every token: with A > 0
+    the clip is active everywhere and no gradient flows (min picks the constant clipped term)."""
+    model, _ = load_model(tiny_model_dir, "cpu")
+    ids = list(range(10, 20))
+    s = Sample(ids=ids, mask=[0] * 4 + [1] * 6, adv=[0.0] * 4 + [1.0] * 6)
+    logp = token_logprobs(model, torch.tensor([ids]), torch.ones(1, 10, dtype=torch.long), 1.0)[0].detach()
+    s.old_logp = (logp - 1.0).tolist()
+    stats = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), [s], _args())
+    assert stats["clip_fraction"] == pytest.approx(1.0) and stats["grad_norm"] == 0
+    assert stats["loss"] == pytest.approx(-1.2, rel=1e-5)  # -(clip(e) * A) = -(1 + 0.2)
