@@ -221,7 +221,6 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     print(json.dumps(dataclasses.asdict(args), indent=1) + f"\ndevice {device}, bf16 autocast {args.bf16 and bf16_ok(device)}")
     json.dump(dataclasses.asdict(args), open(os.path.join(args.out, "args.json"), "w"), indent=1)
-    torch.manual_seed(args.seed)
     data, pool, test = load_task(args)
     rng, start = random.Random(args.seed), 0
     ckpt = checkpoint.checkpoint_dir(args.out) if args.resume else None
@@ -232,6 +231,7 @@ def main(argv=None):
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
+    torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers
     log_path = os.path.join(args.out, "log.jsonl")
     if ckpt:
         start = checkpoint.restore(ckpt, optimizers, rng)
