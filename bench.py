@@ -33,6 +33,7 @@ A forward hook on the first Linear layer records the dtype each phase really com
 import argparse
 import contextlib
 import gc
+import json
 import random
 import resource
 import tempfile
@@ -432,10 +433,25 @@ def side_by_side(args):
         results[beta] = {side: logs[side] for side in ("ours", "trl")}, params
     peak = max(peak, matmul_gflops(args.device))
     print(f"bf16 matmul peak (best of start and end): {peak:.0f} GFLOP/s")
-    report(args, results, peak)
+    return report(args, results, peak)
+
+
+def speedups(ours, trl, o_total, t_total, n):
+    """The headline numbers of one beta: ours / TRL in tokens per second per phase, our share of
+    the bf16 matmul peak, and the tokens per step of each side."""
+    out = {f"{p}_speedup": ours[p]["tok_s"] / trl[p]["tok_s"] for p in PHASES if p in ours and p in trl}
+    out.update({f"{p}_peak_fraction": ours[p]["peak"] for p in ("generate", "update", "step")},
+               trl_update_peak_fraction=trl["update"]["peak"], trl_generate_peak_fraction=trl["generate"]["peak"])
+    for side, total in (("ours", o_total), ("trl", t_total)):
+        out[f"{side}_generated_tokens_per_step"] = total["generated"] / n
+        out[f"{side}_trained_tokens_per_step"] = total["trained"] / n
+        out[f"{side}_update_tokens_per_step"] = total["positions"] / n
+    return out
 
 
 def report(args, results, peak):
+    """Print the tables; return {"peak_gflops", "by_beta": {beta: speedups}} (the --json line)."""
+    summary = {"peak_gflops": peak, "by_beta": {}}
     print(f"\n{args.model} on {args.device}, bf16 autocast {bf16_ok(args.device)}: {args.batch_size} questions "
           f"x G = {args.num_generations}, at most {args.max_completion_length} new tokens, micro-batch "
           f"{args.micro_batch_size}, {args.steps} timed steps after {args.warmup} warm-up "
@@ -449,6 +465,8 @@ def report(args, results, peak):
               f"TRL {t_total['generated'] / n:.0f}; tokens through the update (prompt + completion) "
               f"ours {o_total['positions'] / n:.0f}, TRL {t_total['positions'] / n:.0f} "
               f"(padded to {t_total['padded'] / n:.0f})\n")
+        summary["by_beta"][f"{beta:g}"] = speedups(ours, trl, o_total, t_total, n)
+    return summary
 
 
 # ---------------------------------------------------------------- main
@@ -469,9 +487,15 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=1, help="--trl: untimed steps first")
     p.add_argument("--rounds", type=int, default=1, help="--trl: repeat ours/TRL, alternating the order")
     p.add_argument("--seed", type=int, default=0, help="--trl: which training questions")
+    p.add_argument("--json", action="store_true", help="--trl: end with one JSON line of the ratios")
     args = p.parse_args(argv)
-    side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else precision_bench(args)
-    print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    if args.json and not args.trl:
+        p.error("--json goes with --trl")
+    summary = side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else precision_bench(args)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak resident memory {rss:.0f} MB")
+    if args.json:  # one line: ours / TRL per phase, fractions of the peak, tokens per step
+        print(json.dumps({**summary, "peak_rss_mb": rss}))
 
 
 if __name__ == "__main__":

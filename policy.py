@@ -6,6 +6,7 @@ decoded and re-encoded), with the environment's text (tool results, the next tur
 tokenised once and appended, and per token the turn k = 1..K that generated it (0 for prompt and
 environment tokens, which carry no loss). The loss itself is in loss.py.
 """
+import functools
 import importlib.util
 import os
 import shutil
@@ -72,26 +73,96 @@ def load_model(name, device):
 
 
 # ---------------------------------------------------------------- sampling
+def left_padded(prompts, pad_id, device):
+    """ids, attention mask and position ids (B, width) of left-padded prompts: every row's next
+    token sits at the end; positions count each row's own tokens from 0."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
+    return ids.to(device), attn.to(device), (attn.cumsum(-1) - 1).clamp(min=0).to(device)
+
+
+def sampling_probs(logits, temperature, top_p):
+    """The distribution a token is drawn from: softmax(logits / temperature), restricted to the
+    smallest set of most likely tokens whose probability reaches top_p (nucleus sampling; the
+    most likely token always stays), renormalised. The same rule as transformers' generate."""
+    logits = logits.float() / temperature
+    if top_p < 1.0:
+        ascending, order = torch.sort(logits, descending=False)
+        drop = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
+        drop[..., -1] = False
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return logits.softmax(-1)
+
+
+@functools.lru_cache(maxsize=4)
+def token_texts(tok):
+    """The text of every token id, decoded once per tokenizer, for stop strings on token ids."""
+    return [tok.decode([i]) for i in range(len(tok))]
+
+
 @torch.no_grad()
 def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
-                  stop_strings=(), greedy=False, bf16=True):
-    """One batched `generate` call for every active episode; returns the new ids per episode,
-    cut right after the first stop string or EOS (the rest of the row is padding)."""
-    device = model.device
-    width = max(len(p) for p in prefixes)
-    ids = torch.full((len(prefixes), width), tok.pad_token_id, dtype=torch.long)
-    attn = torch.zeros_like(ids)
-    for i, p in enumerate(prefixes):  # left padding: every row's next token sits at the end
-        ids[i, width - len(p):] = torch.tensor(p)
-        attn[i, width - len(p):] = 1
+                  stop_strings=(), greedy=False, bf16=True, reference=False):
+    """Sample one turn for every active episode; returns the new ids per episode, up to and
+    including EOS or the token that completes a stop string.
+
+    Each distinct prompt is prefilled once (the G episodes of a question, the K candidates of an
+    AT-GRPO group share theirs) and its keys/values are repeated for its rows; then all rows
+    decode together, a row leaving the batch when it stops. One autocast context spans the loop,
+    so the bf16 copies of the weights are made once, not at every token. `reference=True` runs
+    transformers' `generate` instead (same tokens for greedy decoding; tests compare the two).
+    """
+    if reference:
+        return hf_generate_turn(model, tok, prefixes, max_new_tokens, temperature, top_p,
+                                stop_strings, greedy, bf16)
+    unique = list(dict.fromkeys(map(tuple, prefixes)))
+    row_of = torch.tensor([unique.index(tuple(p)) for p in prefixes], device=model.device)
+    ids, attn, pos = left_padded(unique, tok.pad_token_id, model.device)
+    eos = set(tok.eos_token_id if isinstance(tok.eos_token_id, list) else [tok.eos_token_id])
+    texts, tails = token_texts(tok), [""] * len(prefixes)
+    new, active = [[] for _ in prefixes], list(range(len(prefixes)))
+    with autocast(str(model.device), bf16):
+        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1)
+        cache = out.past_key_values
+        cache.batch_select_indices(row_of)  # one prefill per distinct prompt, repeated per row
+        logits, attn, pos = out.logits[row_of, -1], attn[row_of], pos[row_of, -1]
+        for step in range(max_new_tokens):
+            token = logits.float().argmax(-1) if greedy else torch.multinomial(
+                sampling_probs(logits, temperature, top_p), 1)[:, 0]
+            going = []
+            for j, (i, t) in enumerate(zip(active, token.tolist())):
+                new[i].append(t)
+                tails[i] = (tails[i] + texts[t])[-64:]
+                if t not in eos and not any(s in tails[i] for s in stop_strings):
+                    going.append(j)
+            if not going or step == max_new_tokens - 1:
+                break
+            if len(going) < len(active):  # stopped rows leave the batch and the cache
+                keep = torch.tensor(going, device=model.device)
+                cache.batch_select_indices(keep)
+                attn, pos, token, active = attn[keep], pos[keep], token[keep], [active[j] for j in going]
+            attn = torch.cat([attn, attn.new_ones(len(active), 1)], 1)
+            pos = pos + 1
+            logits = model(input_ids=token[:, None], attention_mask=attn, position_ids=pos[:, None],
+                           past_key_values=cache).logits[:, -1]
+    return new
+
+
+@torch.no_grad()
+def hf_generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
+                     stop_strings=(), greedy=False, bf16=True):
+    """The reference path: one batched `generate` call, cut after the first stop string or EOS."""
+    ids, attn, _ = left_padded(prefixes, tok.pad_token_id, model.device)
     sampling = dict(do_sample=False) if greedy else dict(
         do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
-    with autocast(str(device), bf16):
-        out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device),
-                             max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
-                             stop_strings=list(stop_strings) or None, tokenizer=tok,
-                             **sampling)
-    return [cut_at_stop(row.tolist(), tok, stop_strings) for row in out[:, width:].cpu()]
+    with autocast(str(model.device), bf16):
+        out = model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=max_new_tokens,
+                             pad_token_id=tok.pad_token_id, stop_strings=list(stop_strings) or None,
+                             tokenizer=tok, **sampling)
+    return [cut_at_stop(row.tolist(), tok, stop_strings) for row in out[:, ids.shape[1]:].cpu()]
 
 
 def prompt_ids(tok, messages, prefill=""):
@@ -108,7 +179,7 @@ def chat_sampler(models, tok, args, stop_strings, greedy=False):
     def sample(role, message_lists):
         prompts = [prompt_ids(tok, m, args.prefill) for m in message_lists]
         new = generate_turn(models[role], tok, prompts, args.max_completion_length, args.temperature,
-                            args.top_p, stop_strings, greedy, args.bf16)
+                            args.top_p, stop_strings, greedy, args.bf16, args.hf_generate)
         return [(p, n, args.prefill + tok.decode(n, skip_special_tokens=True))
                 for p, n in zip(prompts, new)]
     return sample
@@ -149,7 +220,7 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False):
     active, k, n_generated = list(range(len(envs))), 1, 0
     while active:
         new = generate_turn(model, tok, [ids[i] for i in active], args.max_completion_length,
-                            args.temperature, args.top_p, stop_strings, greedy, args.bf16)
+                            args.temperature, args.top_p, stop_strings, greedy, args.bf16, args.hf_generate)
         still = []
         for i, n in zip(active, new):
             ids[i] += n

@@ -11,8 +11,7 @@ One training step, in order:
   2. rewards     search: turn reward R^T and outcome reward R^O (rewards.py);
                  sokoban: each candidate scored on its own copy of the level (atgrpo.tree_step)
   3. advantages  mtgrpo.turn_advantages (OR / MR / MT) or atgrpo.tree_samples
-  4. reference   log-probs of the reference model (only when --beta > 0) and of the old policy
-                 (only when --num-iterations > 1)
+  4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint.
 """
@@ -65,9 +64,10 @@ class Args:
     loss_type: str = flag("token", "token: mean over all tokens of the step; seq: mean of sequence means")
     alpha: float = flag(1.0, "MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...")
     max_grad_norm: float = flag(1.0, "gradient-norm clip")
-    micro_batch_size: int = flag(1, "sequences per forward/backward (peak memory); sokoban: use K")
+    micro_batch_size: int = flag(2, "sequences per forward/backward (peak memory); sokoban: use K")
     temperature: float = flag(1.0, "sampling temperature (log-probs use the same)")
     top_p: float = flag(1.0, "nucleus sampling")
+    hf_generate: bool = flag(False, "sample with transformers' generate (the slower reference path)")
     prefill: str = flag("auto", "text that starts every model turn; auto: <reasoning> or <answer>")
     one_shot: bool = flag(True, "search: show one worked example as earlier chat turns")
     top_k: int = flag(1, "search: documents per search")

@@ -53,3 +53,14 @@ def test_shared_prompt_bench_times_three_variants(tiny_model_dir, capsys):
     assert "2 groups x K = 2" in out and "+ 3 trained tokens" in out
     for row in ("1 row at a time", "2 rows, prompt 2 times", "2 rows, prompt once"):
         assert row in out
+
+
+def test_speedups_are_ours_over_trl_per_phase():
+    # ours 100 tok/s generate and 50 trained tok/s update; TRL half as fast in both
+    ours = {"generate": dict(tok_s=100.0, peak=0.2), "update": dict(tok_s=50.0, peak=0.4), "step": dict(tok_s=20.0, peak=0.3)}
+    trl = {"generate": dict(tok_s=50.0, peak=0.1), "update": dict(tok_s=25.0, peak=0.2), "step": dict(tok_s=10.0, peak=0.15)}
+    total = {"generated": 800, "trained": 800, "positions": 6000}
+    out = bench.speedups(ours, trl, total, {**total, "generated": 900}, 2)
+    assert out["generate_speedup"] == 2.0 and out["update_speedup"] == 2.0 and out["step_speedup"] == 2.0
+    assert out["update_peak_fraction"] == 0.4 and out["generate_peak_fraction"] == 0.2
+    assert out["ours_generated_tokens_per_step"] == 400 and out["trl_generated_tokens_per_step"] == 450

@@ -153,3 +153,29 @@ def test_stored_old_logprobs_set_the_ratio(tiny_model_dir):
     stats = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), [s], _args())
     assert stats["clip_fraction"] == pytest.approx(1.0) and stats["grad_norm"] == 0
     assert stats["loss"] == pytest.approx(-1.2, rel=1e-5)  # -(clip(e) * A) = -(1 + 0.2)
+
+
+def test_shared_prompt_of_a_search_group_gives_the_same_gradients(tiny_model_dir, monkeypatch):
+    """The G episodes of a question share their first prompt; each then has turn 1 (trained),
+    the tool result (environment, no loss), turn 2 (trained). Micro-batch G runs the prompt once
+    and must give the gradient of G separate forwards."""
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(6)
+    rand = lambda n: torch.randint(0, 1000, (n,), generator=g).tolist()
+    prompt, samples = rand(9), []
+    for t1, env, t2, a1, a2 in ((3, 5, 2, 1.0, 0.5), (2, 4, 4, -1.0, -0.5), (4, 0, 0, 0.3, 0.0)):
+        turns = [0] * 9 + [1] * t1 + [0] * env + [2] * t2
+        adv = [0.0] * 9 + [a1] * t1 + [0.0] * env + [a2] * t2
+        samples.append(Sample(ids=prompt + rand(t1 + env + t2), mask=[int(k > 0) for k in turns], adv=adv, turn=turns))
+    calls = []
+    monkeypatch.setattr(loss, "shared_prompt_logits", lambda *a: calls.append(1) or shared(*a))
+    grads = {}
+
+    class Record(torch.optim.SGD):
+        def step(self):
+            grads[mb] = torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    for mb in (1, 3):
+        policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(micro_batch_size=mb))
+    assert len(calls) == 1 and grads[1].norm() > 0
+    assert torch.allclose(grads[3], grads[1], atol=1e-6, rtol=1e-4)

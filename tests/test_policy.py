@@ -31,3 +31,53 @@ def test_generate_turn_cuts_at_stop_and_keeps_ids(tiny_model_dir):
     torch.manual_seed(0)
     new = generate_turn(model, tok, [[1, 2, 3], [4, 5]], max_new_tokens=6, bf16=False)
     assert len(new) == 2 and all(1 <= len(n) <= 6 for n in new)
+
+
+def test_sampling_probs_equal_transformers_temperature_and_top_p():
+    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+    from policy import sampling_probs
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 500, generator=g) * 3
+    logits[0, :3] = torch.tensor([10.0, 9.0, 8.0])  # a peaked row: top-p keeps only a few tokens
+    for temperature, top_p in ((1.0, 1.0), (0.7, 1.0), (0.7, 0.9), (1.3, 0.5), (1.0, 0.05)):
+        scores = TemperatureLogitsWarper(temperature)(None, logits.clone())
+        if top_p < 1.0:
+            scores = TopPLogitsWarper(top_p)(None, scores)
+        want = scores.softmax(-1)
+        got = sampling_probs(logits, temperature, top_p)
+        assert torch.allclose(got, want, atol=1e-7), (temperature, top_p)
+        assert ((got > 0) == (want > 0)).all()  # the same tokens are kept
+    # by hand: probabilities [0.5, 0.3, 0.2]; top-p 0.6 keeps the two most likely -> [0.625, 0.375, 0]
+    got = sampling_probs(torch.log(torch.tensor([[0.5, 0.3, 0.2]])), 1.0, 0.6)
+    assert torch.allclose(got, torch.tensor([[0.625, 0.375, 0.0]]), atol=1e-6)
+
+
+def test_sampled_tokens_equal_generate_for_the_same_seed(tiny_model_dir):
+    """No row stops early here, so both draw one multinomial over the same (B, V) distribution
+    per step: with the same seed they sample the same tokens."""
+    model, tok = load_model(tiny_model_dir, "cpu")
+    prompts = [[11, 12, 13, 14], [21, 22], [31, 32, 33]]
+    runs = []
+    for reference in (True, False):
+        torch.manual_seed(5)
+        runs.append(generate_turn(model, tok, prompts, 12, 0.7, 0.9, (), False, False, reference))
+    assert runs[0] == runs[1] and all(len(r) == 12 for r in runs[1])
+
+
+def test_greedy_equals_generate_on_the_bundled_model():
+    """Real search and Sokoban prompts of different lengths, repeated as in a group, with the
+    stop strings of both tasks and bf16 autocast: token-identical to transformers' generate."""
+    import env_search
+    import env_sokoban
+    from policy import BUNDLED, prompt_ids
+    model, tok = load_model(BUNDLED, "cpu")
+    retriever = env_search.BM25Retriever([{"title": "Paris", "text": "Paris is the capital of France."}])
+    search = [prompt_ids(tok, env_search.SearchEnv(q, ["x"], retriever).messages, "<reasoning>")
+              for q in ("What is the capital of France?", "Who wrote Hamlet?")]
+    task = env_sokoban.SokobanTask(env_sokoban.level_for(3, 5, 1, 4), 2)
+    sokoban = [prompt_ids(tok, task.messages("planner"), "<answer>")]
+    for prompts, stops in ((search * 3, env_search.STOP_STRINGS), (sokoban * 2 + search[:1], env_sokoban.STOP_STRINGS)):
+        ref = generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True, reference=True)
+        ours = generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True)
+        assert ours == ref
+    assert len({len(r) for r in ours}) > 1  # rows stopped at different lengths

@@ -32,7 +32,7 @@ def ids(tok, text):
 
 
 def args_for(**kw):
-    base = dict(prefill="<reasoning>", max_completion_length=64, temperature=1.0, top_p=1.0,
+    base = dict(prefill="<reasoning>", max_completion_length=64, temperature=1.0, top_p=1.0, hf_generate=False,
                 bf16=False, top_k=1, max_words=120, one_shot=False, num_generations=2,
                 algo="mt", alpha=1.0, num_iterations=1, micro_batch_size=4, scale_rewards="group")
     return SimpleNamespace(**{**base, **kw})
