@@ -25,9 +25,10 @@ both sides. Phases:
     step       all of it, rewards and bookkeeping included
 
 Throughput: generated tokens / s for generate; trained tokens (completion tokens in the loss)
-/ s for the others. FLOPs: 2 N per token through a forward (generate: prompt + generated
-tokens; reference: prompt + completion), 6 N per token through forward + backward (update),
-N = the model's parameter count; padding is not counted, so padded work shows as lost speed.
+/ s for the others. FLOPs, the work a step needs: 2 N per token through a forward (generate and
+reference), 6 N per token through forward + backward (update), N = the model's parameter count,
+over each distinct prompt once plus every completion token. Work done again (a prompt run for
+each of its G rows, padding) is not counted, so it shows as lost speed.
 A forward hook on the first Linear layer records the dtype each phase really computes in.
 """
 import argparse
@@ -48,8 +49,7 @@ import env_sokoban
 import questions as qa
 import rewards
 from mtgrpo import group_norm
-from loss import (Sample, autocast, bf16_ok, fill_logprobs, first_trained, pad_batch, policy_update,
-                  token_logprobs)
+from loss import Sample, bf16_ok, fill_logprobs, policy_update
 from policy import BUNDLED, bundled_model_dir, generate_turn, load_model, prompt_ids
 from train import Args
 
@@ -129,15 +129,10 @@ def clock(log, phase, probe=None):
 
 
 def forward_backward(model, samples, micro_batch_size, device, bf16=True):
-    """The compute of an update without the optimizer: log-probs of each micro-batch, a
-    policy-gradient loss, backward; the gradients are then dropped."""
-    for i in range(0, len(samples), micro_batch_size):
-        chunk = samples[i:i + micro_batch_size]
-        ids, attn, mask, adv = pad_batch(chunk, device)
-        with autocast(device, bf16):
-            logp = token_logprobs(model, ids, attn, 1.0, first_trained(chunk))
-        (-(logp * adv[:, 1:] * mask[:, 1:]).sum() / mask.sum()).backward()
-    model.zero_grad(set_to_none=True)
+    """The compute of an update (loss.policy_update: each group's shared prompt once, then
+    micro-batches with gradient accumulation, backward), with a learning rate of 0."""
+    cfg = Args(micro_batch_size=micro_batch_size, temperature=1.0, beta=0.0, device=device, bf16=bf16)
+    policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, cfg)
 
 
 # ---------------------------------------------------------------- ours alone: fp32 vs bf16
@@ -181,9 +176,9 @@ def precision_bench(args):
 # ---------------------------------------------------------------- shared prompt (AT-GRPO)
 def shared_prompt_bench(args):
     """forward+backward of AT-GRPO groups (K candidates of one Sokoban prompt, a full-length
-    answer each, bf16 autocast): one row at a time, K rows with the prompt run K times (each
-    row's first token made different, so nothing is shared: the same shapes), and K rows with
-    the prompt run once (loss.shared_prompt_logits)."""
+    answer each, bf16 autocast): the prompt run K times (each row's first token made
+    different, so nothing is shared: the same shapes), and the prompt run once per group
+    (loss.SharedPrompt) with micro-batches of 1 row and of K rows."""
     model, tok = load_model(args.model, args.device)
     K, g = args.num_generations, torch.Generator().manual_seed(0)
     tasks = [env_sokoban.SokobanTask(env_sokoban.level_for(s, 5, 1, 4)) for s in range(args.sequences // K)]
@@ -194,15 +189,15 @@ def shared_prompt_bench(args):
     unshared = [[replace(s, ids=[100 + k] + s.ids[1:]) for k, s in enumerate(group)]
                 for group in groups]
 
-    def update(groups, mb):  # mb is 1 or K: micro-batches never straddle two groups
+    def update(groups, mb):
         forward_backward(model, [s for group in groups for s in group], mb, args.device)
 
-    rows = {"1 row at a time": timed(lambda: update(groups, 1), 2),
-            f"{K} rows, prompt {K} times": timed(lambda: update(unshared, K), 2),
-            f"{K} rows, prompt once": timed(lambda: update(groups, K), 2)}
+    rows = {f"prompt {K} times, {K} rows": timed(lambda: update(unshared, K), 2),
+            "prompt once, 1 row": timed(lambda: update(groups, 1), 2),
+            f"prompt once, {K} rows": timed(lambda: update(groups, K), 2)}
     print(f"{args.model} on {args.device}: {len(groups)} groups x K = {K}, prompt {len(prompts[0])} tokens "
           f"+ {args.max_completion_length} trained tokens, forward+backward, bf16 autocast {bf16_ok(args.device)}")
-    base = rows["1 row at a time"]
+    base = rows[f"prompt {K} times, {K} rows"]
     for name, seconds in rows.items():
         print(f"{name:<24} {seconds:6.2f} s   speed-up {base / seconds:.2f}x")
 
@@ -233,8 +228,9 @@ def our_step(model, ref, tok, optimizer, prompts, cfg, probe):
                 fill_logprobs(ref, samples, "ref_logp", cfg.temperature, cfg.micro_batch_size, cfg.bf16)
         with clock(log, "update", probe):
             policy_update(model, optimizer, samples, cfg)
-    log.update(generated=sum(map(len, new)), trained=sum(map(len, new)),
-               prompt=sum(map(len, prompts)), positions=sum(len(s.ids) for s in samples))
+    log.update(generated=sum(map(len, new)), trained=sum(map(len, new)), prompt=sum(map(len, prompts)),
+               distinct_prompt=sum(map(len, set(map(tuple, prompts)))),
+               positions=sum(len(s.ids) for s in samples))
     return log, [list(p) for p in prompts]
 
 
@@ -315,6 +311,7 @@ class TRLPhases:
                 completion_ids, logprobs = original(prompt_ids, *a, **k)
             self.prompts.append([list(p) for p in prompt_ids])
             self.log["generated"] += sum(map(len, completion_ids))
+            self.log["distinct_prompt"] += sum(map(len, set(map(tuple, prompt_ids))))
             return completion_ids, logprobs
         return wrapped
 
@@ -369,11 +366,12 @@ def run_trl(args, cfg, batches, texts):
 
 # ---------------------------------------------------------------- side by side: report
 def summarize(logs, params, peak):
-    """Per phase: total seconds, throughput (tokens / s) and FLOP/s as a fraction of `peak`."""
+    """Per phase: total seconds, throughput (tokens / s) and FLOP/s of the work a step needs
+    (each distinct prompt once, every completion token) as a fraction of `peak`."""
     total = sum(logs, Counter())
-    flops = {"generate": 2 * params * (total["prompt"] + total["generated"]),
-             "reference": 2 * params * total["positions"],
-             "update": 6 * params * total["positions"]}
+    needed = total["distinct_prompt"] + total["trained"]  # tokens a step must run through the model
+    flops = {"generate": 2 * params * (total["distinct_prompt"] + total["generated"]),
+             "reference": 2 * params * needed, "update": 6 * params * needed}
     flops["step"] = sum(flops[p] for p in ("generate", "update")) + (flops["reference"] if total["reference"] else 0)
     rows = {}
     for phase in PHASES:
@@ -446,6 +444,7 @@ def speedups(ours, trl, o_total, t_total, n):
         out[f"{side}_generated_tokens_per_step"] = total["generated"] / n
         out[f"{side}_trained_tokens_per_step"] = total["trained"] / n
         out[f"{side}_update_tokens_per_step"] = total["positions"] / n
+        out[f"{side}_distinct_prompt_tokens_per_step"] = total["distinct_prompt"] / n
     return out
 
 

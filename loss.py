@@ -21,6 +21,7 @@ import contextlib
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 
 @dataclass
@@ -62,28 +63,34 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high, weig
 
 
 def policy_update(model, optimizer, samples, args):
-    """One optimizer step on a list of Samples, in micro-batches with gradient accumulation."""
-    device = next(model.parameters()).device
+    """One optimizer step on a list of Samples: for each group of rows that share their prompt,
+    the prompt runs once (SharedPrompt), then the rows in micro-batches with gradient
+    accumulation."""
+    device = str(next(model.parameters()).device)
     n_tokens = sum(sum(s.mask) for s in samples)
     totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
-    for i in range(0, len(samples), args.micro_batch_size):
-        chunk = samples[i:i + args.micro_batch_size]
-        ids, attn, mask, adv = pad_batch(chunk, device)
-        mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
-        with autocast(str(device), args.bf16):
-            logp = token_logprobs(model, ids, attn, args.temperature, first_trained(chunk))
-        old = logp.detach() if chunk[0].old_logp is None else stacked(chunk, "old_logp", logp)
-        ref = stacked(chunk, "ref_logp", logp) if args.beta > 0 else None
-        if args.loss_type == "token":
-            weight = mask / n_tokens
-        else:  # "seq": every sequence weighs the same whatever its length
-            weight = mask / mask.sum(1, keepdim=True).clamp(min=1) / len(samples)
-        loss, kl, clipped = grpo_loss(logp, old, ref, adv, mask, args.beta, args.epsilon,
-                                      args.epsilon_high, weight)
-        loss.backward()
-        totals["loss"] += loss.item()
-        totals["kl"] += (kl.detach() * mask).sum().item() / n_tokens
-        totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
+    for start, group in prompt_groups(samples):
+        with autocast(device, args.bf16):
+            prompt = SharedPrompt(model, group[0].ids[:start], device)
+        for i in range(0, len(group), args.micro_batch_size):
+            chunk = group[i:i + args.micro_batch_size]
+            ids, attn, mask, adv = pad_batch(chunk, device)
+            mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
+            with autocast(device, args.bf16):
+                logp = token_logprobs(model, ids, attn, args.temperature, prompt)
+            old = logp.detach() if chunk[0].old_logp is None else stacked(chunk, "old_logp", logp)
+            ref = stacked(chunk, "ref_logp", logp) if args.beta > 0 else None
+            if args.loss_type == "token":
+                weight = mask / n_tokens
+            else:  # "seq": every sequence weighs the same whatever its length
+                weight = mask / mask.sum(1, keepdim=True).clamp(min=1) / len(samples)
+            loss, kl, clipped = grpo_loss(logp, old, ref, adv, mask, args.beta, args.epsilon,
+                                          args.epsilon_high, weight)
+            loss.backward()
+            totals["loss"] += loss.item()
+            totals["kl"] += (kl.detach() * mask).sum().item() / n_tokens
+            totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
+        prompt.backward()
     totals["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -93,53 +100,84 @@ def policy_update(model, optimizer, samples, args):
 def fill_logprobs(model, samples, field, temperature, micro_batch_size, bf16=True):
     """Store per-token log-probs (old policy or reference) on each sample, without grad."""
     device = next(model.parameters()).device
-    with torch.no_grad():
-        for i in range(0, len(samples), micro_batch_size):
-            chunk = samples[i:i + micro_batch_size]
-            ids, attn, _, _ = pad_batch(chunk, device)
-            with autocast(str(device), bf16):
-                logp = token_logprobs(model, ids, attn, temperature, first_trained(chunk)).cpu()
-            for s, row in zip(chunk, logp):
-                setattr(s, field, row[:len(s.ids) - 1].tolist())
+    with torch.no_grad(), autocast(str(device), bf16):
+        for start, group in prompt_groups(samples):
+            prompt = SharedPrompt(model, group[0].ids[:start], device)
+            for i in range(0, len(group), micro_batch_size):
+                chunk = group[i:i + micro_batch_size]
+                ids, attn, _, _ = pad_batch(chunk, device)
+                logp = token_logprobs(model, ids, attn, temperature, prompt).float().cpu()
+                for s, row in zip(chunk, logp):
+                    setattr(s, field, row[:len(s.ids) - 1].tolist())
 
 
 # ---------------------------------------------------------------- token log-probs
-def token_logprobs(model, ids, attn, temperature, start=1):
+def token_logprobs(model, ids, attn, temperature, prompt=None):
     """log pi(token_t | tokens_<t) for t = 1..L-1, from logits divided by the sampling
     temperature, so it is the log of the distribution the token was sampled from. (B, L-1)
 
-    Tokens before `start` (the prompt: no loss) get 0, and the LM head is not run for them.
-    Rows that all begin with the same `start` tokens (the K candidates of an AT-GRPO group, the
-    G episodes of one question) run that prompt once: see shared_prompt_logits.
+    With a SharedPrompt the rows continue from it: its tokens get 0 and the LM head is not run
+    for them. Without one, every row runs from its first token.
     """
-    if len(ids) > 1 and start < ids.shape[1] and bool((ids[:, :start] == ids[:1, :start]).all()):
-        logits = shared_prompt_logits(model, ids, attn, start)
+    if prompt is None:
+        logits, start = model(input_ids=ids, attention_mask=attn).logits[:, :-1], 1
     else:
-        keep = ids.shape[1] - start + 1  # logits at positions start-1 .. L-1
-        logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=keep).logits[:, :-1]
+        logits, start = prompt.continued_logits(model, ids, attn), prompt.length
     logp = torch.log_softmax(logits.float() / temperature, -1)
     logp = logp.gather(-1, ids[:, start:, None]).squeeze(-1)
     return torch.nn.functional.pad(logp, (start - 1, 0))
 
 
-def shared_prompt_logits(model, ids, attn, start):
-    """Logits at positions start-1 .. L-2 of B rows that share their first `start` tokens: the
-    shared prompt runs once, its keys/values are repeated for the B rows, and each row's rest
-    runs on top of them. Same values and gradients as B full forwards (the B gradients through
-    the repeated keys/values add up), with the prompt computed once instead of B times."""
-    B, L = ids.shape
-    prompt = model(input_ids=ids[:1, :start], use_cache=True, logits_to_keep=1)
-    cache = prompt.past_key_values
-    cache.batch_repeat_interleave(B)
-    positions = torch.arange(start, L, device=ids.device).expand(B, -1)
-    rest = model(input_ids=ids[:, start:], attention_mask=attn, position_ids=positions,
-                 past_key_values=cache, logits_to_keep=L - start).logits[:, :-1]
-    return torch.cat([prompt.logits.expand(B, -1, -1), rest], dim=1)
+# ---------------------------------------------------------------- a shared prompt runs once
+def prompt_groups(samples):
+    """[(start, rows)]: runs of consecutive samples with trained tokens that share their first
+    `start` ids, start = the first trained token (the G episodes of one question, the K
+    candidates of an AT-GRPO group). Samples with nothing to train are left out."""
+    groups = []
+    for s in samples:
+        if 1 not in s.mask:
+            continue
+        start = s.mask.index(1)
+        if groups and groups[-1][0] == start and groups[-1][1][0].ids[:start] == s.ids[:start]:
+            groups[-1][1].append(s)
+        else:
+            groups.append((start, [s]))
+    return groups
 
 
-def first_trained(samples):
-    """Index of the first token with loss in a micro-batch (where the LM head must start)."""
-    return max(1, min(s.mask.index(1) if 1 in s.mask else len(s.ids) for s in samples))
+class SharedPrompt:
+    """The prompt a group's rows share, run through the model once however many micro-batches
+    the rows take. Each micro-batch continues from detached copies of the prompt's keys/values
+    and last logits, which collect that micro-batch's gradient; backward() then sends their sum
+    through the prompt's forward once. The same values and gradients as a full forward of
+    every row (the gradients of the rows through the prompt add up), with the prompt run once
+    per group instead of once per row."""
+
+    def __init__(self, model, prompt, device):
+        self.length = len(prompt)
+        out = model(input_ids=torch.tensor([prompt], device=device), use_cache=True, logits_to_keep=1)
+        self.outputs = [out.logits] + [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+        # fp32 copies: the micro-batches' gradients add up in fp32 (attention casts them back)
+        self.leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in self.outputs]
+
+    def continued_logits(self, model, ids, attn):
+        """Logits at positions length-1 .. L-2 of rows (B, L) that begin with the prompt."""
+        B, L = ids.shape
+        cache = DynamicCache()
+        for layer in range(len(self.leaves) // 2):
+            keys, values = self.leaves[1 + 2 * layer:3 + 2 * layer]
+            cache.update(keys.expand(B, -1, -1, -1), values.expand(B, -1, -1, -1), layer)
+        positions = torch.arange(self.length, L, device=ids.device).expand(B, -1)
+        rest = model(input_ids=ids[:, self.length:], attention_mask=attn, position_ids=positions,
+                     past_key_values=cache).logits[:, :-1]
+        return torch.cat([self.leaves[0].expand(B, -1, -1), rest], dim=1)
+
+    def backward(self):
+        """Send the gradient the micro-batches left on the copies through the prompt's forward."""
+        pairs = [(out, leaf.grad.to(out.dtype)) for out, leaf in zip(self.outputs, self.leaves)
+                 if leaf.grad is not None]
+        if pairs:
+            torch.autograd.backward(*zip(*pairs))
 
 
 def pad_batch(samples, device):

@@ -1,5 +1,5 @@
 """The LLM policy: load a model (a hub id, a local folder or the bundled offline model) and play
-multi-turn episodes with it, every active episode of a turn in one batched `generate` call.
+multi-turn episodes with it, every active episode of a turn decoded together in one batch.
 
 An episode becomes a `loss.Sample`: the token ids exactly as the model generated them (never
 decoded and re-encoded), with the environment's text (tool results, the next turn's header)
@@ -13,6 +13,7 @@ import shutil
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.cache_utils import Cache, DynamicLayer
 
 from loss import Sample, autocast
 
@@ -103,6 +104,46 @@ def token_texts(tok):
     return [tok.decode([i]) for i in range(len(tok))]
 
 
+class TurnLayer(DynamicLayer):
+    """One layer's keys and values for one turn, written in place into a buffer sized for the
+    whole turn. transformers' default layer concatenates at every token, reallocating the whole
+    cache each time, which on a CPU costs more than the model's matmuls. Under autocast the
+    buffer holds the autocast dtype, which attention computes in anyway: the same numbers."""
+
+    def __init__(self, capacity):
+        super().__init__()
+        self.capacity, self.length = capacity, 0
+
+    def lazy_initialization(self, keys, values):
+        kind = keys.device.type
+        self.dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else keys.dtype
+        self.device, self.is_initialized = keys.device, True
+        self.key_buffer = keys.new_empty(*keys.shape[:2], self.capacity, keys.shape[-1], dtype=self.dtype)
+        self.value_buffer = values.new_empty(*values.shape[:2], self.capacity, values.shape[-1], dtype=self.dtype)
+
+    def update(self, keys, values, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(keys, values)
+        start, self.length = self.length, self.length + keys.shape[-2]
+        self.key_buffer[:, :, start:self.length] = keys
+        self.value_buffer[:, :, start:self.length] = values
+        self.keys, self.values = self.key_buffer[:, :, :self.length], self.value_buffer[:, :, :self.length]
+        return self.keys, self.values
+
+    def batch_select_indices(self, rows):
+        self.key_buffer, self.value_buffer = self.key_buffer[rows], self.value_buffer[rows]
+        self.keys, self.values = self.key_buffer[:, :, :self.length], self.value_buffer[:, :, :self.length]
+
+
+def turn_cache(config, capacity):
+    """TurnLayer for every layer of a model whose layers all attend fully (Llama, Qwen2, ...);
+    None (transformers' own cache) for sliding-window or other layer kinds."""
+    config = config.get_text_config()
+    if set(getattr(config, "layer_types", None) or ["full_attention"]) != {"full_attention"}:
+        return None
+    return Cache(layers=[TurnLayer(capacity) for _ in range(config.num_hidden_layers)])
+
+
 @torch.no_grad()
 def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
                   stop_strings=(), greedy=False, bf16=True, reference=False):
@@ -111,8 +152,9 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
 
     Each distinct prompt is prefilled once (the G episodes of a question, the K candidates of an
     AT-GRPO group share theirs) and its keys/values are repeated for its rows; then all rows
-    decode together, a row leaving the batch when it stops. One autocast context spans the loop,
-    so the bf16 copies of the weights are made once, not at every token. `reference=True` runs
+    decode together, a row leaving the batch when it stops. The keys/values go into buffers
+    sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
+    the weights are made once, not at every token. `reference=True` runs
     transformers' `generate` instead (same tokens for greedy decoding; tests compare the two).
     """
     if reference:
@@ -125,7 +167,9 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     texts, tails = token_texts(tok), [""] * len(prefixes)
     new, active = [[] for _ in prefixes], list(range(len(prefixes)))
     with autocast(str(model.device), bf16):
-        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1)
+        cache = turn_cache(model.config, ids.shape[1] + max_new_tokens)
+        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
+                    logits_to_keep=1)
         cache = out.past_key_values
         cache.batch_select_indices(row_of)  # one prefill per distinct prompt, repeated per row
         logits, attn, pos = out.logits[row_of, -1], attn[row_of], pos[row_of, -1]
@@ -174,7 +218,7 @@ def prompt_ids(tok, messages, prefill=""):
 
 def chat_sampler(models, tok, args, stop_strings, greedy=False):
     """sample(role, message_lists) -> [(prompt_ids, response_ids, text)]: one turn for every
-    chat prompt, in one batched generate on the model of that role (models: role -> model;
+    chat prompt, decoded together on the model of that role (models: role -> model;
     a shared policy maps every role to the same model)."""
     def sample(role, message_lists):
         prompts = [prompt_ids(tok, m, args.prefill) for m in message_lists]
@@ -211,7 +255,7 @@ def env_suffix_ids(tok, observation, last_token):
 
 def play_episodes(model, tok, envs, args, stop_strings, greedy=False):
     """Play multi-turn episodes (env.messages, env.step(text) -> observation or None) to the
-    end, every active episode of a turn in one generate call. Returns one Sample per episode
+    end, every active episode of a turn decoded together (generate_turn). Returns one Sample per episode
     (.turn: the turn k = 1..K that generated each token, 0 for prompt and environment tokens;
     mask and advantages are set from it later) and the number of generated tokens."""
     prefill = tok(args.prefill, add_special_tokens=False)["input_ids"] if args.prefill else []

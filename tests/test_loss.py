@@ -7,10 +7,8 @@ import pytest
 import torch
 
 import loss
-from loss import (Sample, clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update,
-                  token_logprobs)
-
-shared = loss.shared_prompt_logits
+from loss import (Sample, SharedPrompt, clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update,
+                  prompt_groups, token_logprobs)
 
 
 def load_model(path, device):
@@ -70,13 +68,14 @@ def test_loss_value_and_micro_batches_give_the_full_batch_gradient(tiny_model_di
     assert stats[1]["clip_fraction"] == 0 and stats[1]["kl"] == 0
 
 
-def test_lm_head_skipped_on_the_prompt_changes_nothing_after_it(tiny_model_dir):
+def test_rows_continued_from_a_shared_prompt_have_the_full_forward_logprobs(tiny_model_dir):
     model, _ = load_model(tiny_model_dir, "cpu")
     ids = torch.randint(0, 1000, (2, 12), generator=torch.Generator().manual_seed(3))
+    ids[1, :6] = ids[0, :6]  # both rows begin with the same 6 tokens
     attn = torch.ones_like(ids)
     full = token_logprobs(model, ids, attn, 1.0)
-    part = token_logprobs(model, ids, attn, 1.0, start=6)
-    assert part.shape == full.shape and (part[:, :5] == 0).all()
+    part = token_logprobs(model, ids, attn, 1.0, SharedPrompt(model, ids[0, :6].tolist(), "cpu"))
+    assert part.shape == full.shape and (part[:, :5] == 0).all()  # the LM head skips the prompt
     assert torch.allclose(part[:, 5:], full[:, 5:], atol=1e-5)
 
 
@@ -94,36 +93,65 @@ def test_kl_term_uses_the_stored_reference(tiny_model_dir):
     assert stats["loss"] == pytest.approx(0.1 * math.exp(-1), rel=1e-4)  # A = 0: loss = beta * KL
 
 
-def test_shared_prompt_runs_once_with_the_same_logprobs_and_gradients(tiny_model_dir, monkeypatch):
+def full_forward_gradient(model, samples, temperature=1.0):
+    """The reference: each row's own full forward (no shared prompt), the token-mean loss with
+    mu = 1 and beta = 0, summed over rows; returns the flattened gradient."""
+    model.zero_grad(set_to_none=True)
+    n_tokens = sum(sum(s.mask) for s in samples)
+    for s in samples:
+        ids = torch.tensor([s.ids])
+        logp = token_logprobs(model, ids, torch.ones_like(ids), temperature)
+        mask, adv = torch.tensor([s.mask[1:]], dtype=torch.float), torch.tensor([s.adv[1:]])
+        grpo_loss(logp, logp.detach(), None, adv, mask, 0.0, 0.2, 0.2, mask / n_tokens)[0].backward()
+    grad = torch.cat([p.grad.flatten() for p in model.parameters()])
+    model.zero_grad(set_to_none=True)
+    return grad
+
+
+def same_gradient(got, want):
+    """Equal up to float32 summation order: the rows' gradients through the prompt are summed
+    before its backward instead of after."""
+    return (got - want).norm() <= 1e-5 * want.norm()
+
+
+def update_gradient(model, samples, **kw):
+    """The gradient policy_update steps with (lr 0 keeps the weights)."""
+    grads = []
+
+    class Record(torch.optim.SGD):
+        def step(self):
+            grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+
+    policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(**kw))
+    return grads[0]
+
+
+def count_prompts(monkeypatch):
+    calls = []
+    init = SharedPrompt.__init__
+    monkeypatch.setattr(SharedPrompt, "__init__", lambda self, *a: calls.append(len(a[1])) or init(self, *a))
+    return calls
+
+
+def test_a_shared_prompt_runs_once_per_group_with_the_full_forward_gradient(tiny_model_dir, monkeypatch):
+    """AT-GRPO: K candidates of one prompt. Whatever the micro-batch, the prompt runs once and
+    the gradient is that of K full forwards."""
     model, _ = load_model(tiny_model_dir, "cpu")
     g = torch.Generator().manual_seed(4)
     prompt = torch.randint(0, 1000, (7,), generator=g).tolist()
     samples = [Sample(ids=prompt + torch.randint(0, 1000, (n,), generator=g).tolist(),
                       mask=[0] * 7 + [1] * n, adv=[0] * 7 + [a] * n)
                for n, a in ((3, 1.0), (6, -0.5), (1, -0.5))]  # right padding: rests of 3, 6, 1
-    calls = []
-    monkeypatch.setattr(loss, "shared_prompt_logits", lambda *a: calls.append(1) or shared(*a))
-    grads = {}
-
-    class Record(torch.optim.SGD):  # keeps the gradient the update steps with
-        def step(self):
-            grads[mb] = torch.cat([p.grad.flatten() for p in model.parameters()])
-
-    for mb in (1, 3):  # 1: three full forwards; 3: one shared prompt + the three rests
-        policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(micro_batch_size=mb))
-    assert len(calls) == 1 and grads[1].norm() > 0
-    assert torch.allclose(grads[3], grads[1], atol=1e-6, rtol=1e-4)
-    ids, attn, _, _ = pad_batch(samples, "cpu")
-    with torch.no_grad():
-        batched = token_logprobs(model, ids, attn, 0.7, start=7)
-        for i, s in enumerate(samples):
-            alone = token_logprobs(model, torch.tensor([s.ids]), torch.ones(1, len(s.ids), dtype=torch.long), 0.7, start=7)
-            assert torch.allclose(batched[i, :len(s.ids) - 1], alone[0], atol=1e-5)
-    assert len(calls) == 2
+    want = full_forward_gradient(model, samples)
+    assert want.norm() > 0
+    calls = count_prompts(monkeypatch)
+    for mb in (1, 2, 3):
+        assert same_gradient(update_gradient(model, samples, micro_batch_size=mb), want)
+    assert calls == [7, 7, 7]  # one prompt of 7 tokens per update
     other = Sample(ids=[5] + prompt[1:] + [9], mask=[0] * 7 + [1], adv=[0] * 7 + [1.0])  # first token differs
-    with torch.no_grad():
-        token_logprobs(model, *pad_batch([samples[0], other], "cpu")[:2], 1.0, start=7)
-    assert len(calls) == 2  # not shared: the plain path
+    assert [len(rows) for _, rows in prompt_groups(samples + [other])] == [3, 1]
+    assert same_gradient(update_gradient(model, samples + [other], micro_batch_size=4),
+                         full_forward_gradient(model, samples + [other]))
 
 
 def test_grpo_loss_by_hand():
@@ -157,8 +185,8 @@ def test_stored_old_logprobs_set_the_ratio(tiny_model_dir):
 
 def test_shared_prompt_of_a_search_group_gives_the_same_gradients(tiny_model_dir, monkeypatch):
     """The G episodes of a question share their first prompt; each then has turn 1 (trained),
-    the tool result (environment, no loss), turn 2 (trained). Micro-batch G runs the prompt once
-    and must give the gradient of G separate forwards."""
+    the tool result (environment, no loss), turn 2 (trained). The prompt runs once and the
+    gradient is that of G full forwards, for every micro-batch size."""
     model, _ = load_model(tiny_model_dir, "cpu")
     g = torch.Generator().manual_seed(6)
     rand = lambda n: torch.randint(0, 1000, (n,), generator=g).tolist()
@@ -167,15 +195,16 @@ def test_shared_prompt_of_a_search_group_gives_the_same_gradients(tiny_model_dir
         turns = [0] * 9 + [1] * t1 + [0] * env + [2] * t2
         adv = [0.0] * 9 + [a1] * t1 + [0.0] * env + [a2] * t2
         samples.append(Sample(ids=prompt + rand(t1 + env + t2), mask=[int(k > 0) for k in turns], adv=adv, turn=turns))
-    calls = []
-    monkeypatch.setattr(loss, "shared_prompt_logits", lambda *a: calls.append(1) or shared(*a))
-    grads = {}
-
-    class Record(torch.optim.SGD):
-        def step(self):
-            grads[mb] = torch.cat([p.grad.flatten() for p in model.parameters()])
-
+    want = full_forward_gradient(model, samples)
+    calls = count_prompts(monkeypatch)
     for mb in (1, 3):
-        policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(micro_batch_size=mb))
-    assert len(calls) == 1 and grads[1].norm() > 0
-    assert torch.allclose(grads[3], grads[1], atol=1e-6, rtol=1e-4)
+        assert same_gradient(update_gradient(model, samples, micro_batch_size=mb), want)
+    assert calls == [9, 9]
+
+
+def test_rows_with_nothing_to_train_are_left_out():
+    rows = [Sample(ids=[1, 2, 3], mask=[0, 0, 0]), Sample(ids=[1, 2, 4], mask=[0, 0, 1]),
+            Sample(ids=[1, 2, 5], mask=[0, 0, 1]), Sample(ids=[1, 3, 5], mask=[0, 0, 1]),
+            Sample(ids=[1, 3, 5, 6], mask=[0, 0, 0, 1])]
+    assert [(start, [r.ids for r in group]) for start, group in prompt_groups(rows)] == [
+        (2, [[1, 2, 4], [1, 2, 5]]), (2, [[1, 3, 5]]), (3, [[1, 3, 5, 6]])]

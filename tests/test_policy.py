@@ -1,5 +1,6 @@
 """policy.py: sampling at a temperature and cutting a turn at its stop string, on a tiny random
 model."""
+import pytest
 import torch
 
 from loss import token_logprobs
@@ -81,3 +82,37 @@ def test_greedy_equals_generate_on_the_bundled_model():
         ours = generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True)
         assert ours == ref
     assert len({len(r) for r in ours}) > 1  # rows stopped at different lengths
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_turn_cache_decodes_exactly_as_the_growing_cache(tiny_model_dir, bf16):
+    """TurnLayer writes keys/values in place (in the autocast dtype under autocast) instead of
+    concatenating: the logits of every step equal those of transformers' own cache, also after
+    rows leave the batch."""
+    from loss import autocast
+    from policy import left_padded, load_model, turn_cache
+    model, tok = load_model(tiny_model_dir, "cpu")
+    prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [5, 6, 7, 8, 9]]
+    logits = {}
+    for name in ("default", "turn"):
+        ids, attn, pos = left_padded(prompts, tok.pad_token_id, "cpu")
+        cache = turn_cache(model.config, ids.shape[1] + 6) if name == "turn" else None
+        steps = []
+        with torch.no_grad(), autocast("cpu", bf16):
+            out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache)
+            cache, pos, token = out.past_key_values, pos[:, -1], out.logits[:, -1].argmax(-1)
+            for step in range(6):
+                if step == 3:  # the second row stops and leaves the batch
+                    keep = torch.tensor([0, 2])
+                    cache.batch_select_indices(keep)
+                    attn, pos, token = attn[keep], pos[keep], token[keep]
+                attn, pos = torch.cat([attn, attn.new_ones(len(attn), 1)], 1), pos + 1
+                out = model(input_ids=token[:, None], attention_mask=attn, position_ids=pos[:, None],
+                            past_key_values=cache)
+                steps.append(out.logits[:, -1])
+                token = out.logits[:, -1].argmax(-1)
+        logits[name] = steps
+        if name == "turn":
+            want = torch.bfloat16 if bf16 else torch.float32
+            assert all(layer.key_buffer.dtype == want for layer in cache.layers)
+    assert all(torch.equal(a, b) for a, b in zip(logits["default"], logits["turn"]))
