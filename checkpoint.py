@@ -3,7 +3,8 @@
 OUT/checkpoint is one Hugging Face folder (a shared policy; `from_pretrained` loads it) or one
 subfolder per role (per-role policies), plus trainer_state.pt: the step, the optimizers, and the
 torch and data RNG states. It is written to checkpoint.tmp and then renamed, so a crash while
-saving leaves the previous checkpoint whole.
+saving leaves the previous checkpoint whole; a resume falls back to that previous checkpoint
+when the newer one is missing or unreadable.
 """
 import json
 import os
@@ -12,8 +13,18 @@ import shutil
 import torch
 
 
+def save_args(args, out):
+    """Write OUT/args.json (a dict of the run's flags) to a new file that then replaces it, so a
+    kill mid-write never leaves a half-written one for --resume to read."""
+    with open(os.path.join(out, "args.json.tmp"), "w") as f:
+        json.dump(args, f, indent=1)
+    os.replace(os.path.join(out, "args.json.tmp"), os.path.join(out, "args.json"))
+
+
 def save_checkpoint(models, tok, optimizers, step, rng, out):
-    """Write OUT/checkpoint atomically (see the module docstring)."""
+    """Write OUT/checkpoint atomically (see the module docstring). The previous checkpoint is
+    kept as checkpoint.old until the new one is in place; what a crash left of an older
+    checkpoint.old (even half deleted) is removed first."""
     final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
     shutil.rmtree(tmp, ignore_errors=True)
     for name, model in models.items():
@@ -24,22 +35,35 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
                 "torch_rng": torch.get_rng_state(), "data_rng": rng.getstate()},
                os.path.join(tmp, "trainer_state.pt"))
     if os.path.exists(final):
+        shutil.rmtree(old, ignore_errors=True)
         os.replace(final, old)
     os.replace(tmp, final)
     shutil.rmtree(old, ignore_errors=True)
 
 
-def checkpoint_dir(out):
-    """The folder to resume from: checkpoint, or checkpoint.old after a crash between renames."""
-    for name in ("checkpoint", "checkpoint.old"):
-        if os.path.exists(os.path.join(out, name, "trainer_state.pt")):
-            return os.path.join(out, name)
-    raise SystemExit(f"--resume {out}: no checkpoint in that folder yet (first save is at step --save-every)")
+def load_checkpoint(out, roles, load_model):
+    """(folder, {role: model}, tokenizer, trainer state) of the newest checkpoint of OUT that
+    reads whole: checkpoint, else checkpoint.old (a crash between the two renames, or a
+    corrupt or truncated file in the newer one)."""
+    problems = []
+    for folder in (os.path.join(out, "checkpoint"), os.path.join(out, "checkpoint.old")):
+        if not os.path.exists(os.path.join(folder, "trainer_state.pt")):
+            continue
+        try:
+            state = torch.load(os.path.join(folder, "trainer_state.pt"), weights_only=False)
+            loaded = {r: load_model(folder if r == "policy" else os.path.join(folder, r)) for r in roles}
+        except (Exception, SystemExit) as e:  # unreadable: try the previous checkpoint
+            problems.append(f"{folder}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            continue
+        if problems:
+            print(f"skipped an unreadable checkpoint ({problems[0]}); resuming from {folder}")
+        return folder, {r: m for r, (m, _) in loaded.items()}, next(iter(loaded.values()))[1], state
+    raise SystemExit(f"--resume {out}: no readable checkpoint in that folder"
+                     + (f" ({'; '.join(problems)})" if problems else " yet (the first save is at step --save-every)"))
 
 
-def restore(ckpt, optimizers, rng):
+def restore(state, optimizers, rng):
     """Load the optimizer and RNG states saved with a checkpoint; returns its step."""
-    state = torch.load(os.path.join(ckpt, "trainer_state.pt"), weights_only=False)
     for name, optimizer in optimizers.items():
         optimizer.load_state_dict(state["optimizers"][name])
     torch.set_rng_state(state["torch_rng"])
@@ -48,7 +72,17 @@ def restore(ckpt, optimizers, rng):
 
 
 def truncate_log(path, step):
-    """Drop log lines written after the checkpoint we resume from."""
-    lines = [l for l in open(path) if json.loads(l)["step"] <= step] if os.path.exists(path) else []
-    with open(path, "w") as f:
-        f.writelines(lines)
+    """Keep the log lines up to the checkpoint's step and return them as records. A line that a
+    crash cut short is dropped; the log is rewritten to a new file that then replaces it."""
+    records = []
+    for line in open(path, encoding="utf-8") if os.path.exists(path) else []:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record["step"] <= step:
+            records.append(record)
+    with open(path + ".tmp", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    os.replace(path + ".tmp", path)
+    return records

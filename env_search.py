@@ -13,12 +13,17 @@ Read top to bottom: corpus (offline Wikipedia or JSONL), tokenizer, BM25, remote
 episode, and a command-line probe (`python env_search.py --help`).
 """
 import argparse
+import http.client
 import importlib.util
 import json
+import math
 import os
 import re
+import socket
 import sys
-import urllib.request
+import threading
+import time
+import urllib.parse
 
 import numpy as np
 
@@ -42,12 +47,16 @@ def load_wiki_corpus():
 
 
 def read_jsonl(path, types, problem_of=lambda record: None):
-    """The records of a JSONL file (blank lines skipped), each an object whose keys have the
-    given types and for which problem_of finds nothing wrong. Otherwise ValueError, naming the
-    file, the line number and the problem."""
+    """The records of a UTF-8 JSONL file (a leading BOM and blank lines skipped), each an object
+    whose keys have the given types and for which problem_of finds nothing wrong. Otherwise
+    ValueError, naming the file, the line number and the problem."""
     records = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for number, raw_line in enumerate(f, 1):
+            try:
+                line = raw_line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{path}, line {number}: not UTF-8 text; save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:
@@ -92,6 +101,13 @@ def tokenize(text):
     return [t for t in re.findall(r"[^\W_]+", text.lower()) if t not in STOPWORDS]
 
 
+def check_at_least_one(**counts):
+    """ValueError unless each count (k, max_words, ...) is None or at least 1."""
+    for name, count in counts.items():
+        if count is not None and count < 1:
+            raise ValueError(f"{name} must be at least 1, got {count}")
+
+
 def truncate_words(text, max_words):
     """Whitespace-normalised text cut to max_words words, marked with "…" (None: no limit)."""
     words = text.split()
@@ -116,6 +132,7 @@ class BM25Retriever:
     def __init__(self, docs, k1=1.5, b=0.75, max_words=120):
         if not docs:
             raise ValueError("BM25Retriever needs at least one document")
+        check_at_least_one(max_words=max_words)
         self.docs, self.max_words = docs, max_words
         token_lists = [tokenize(d["title"] + " " + d["text"]) for d in docs]
         self.vocab = {}
@@ -144,10 +161,9 @@ class BM25Retriever:
 
     def search(self, query, k=1):
         """The k best documents with a positive score, as [{"title", "text", "score"}]."""
+        check_at_least_one(k=k)
         scores = self.scores(query)
         k = min(k, len(scores))
-        if k <= 0:
-            return []
         kth_best = np.partition(scores, -k)[-k]
         candidates = np.flatnonzero(scores >= kth_best)  # ascending index, ties included
         best = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
@@ -158,8 +174,8 @@ class BM25Retriever:
 
 # ---------------------------------------------------------------- remote retriever
 class RetrieverError(Exception):
-    """A failed search (connection, HTTP status, timeout, bad response); SearchEnv turns it into
-    an "Error: ..." observation."""
+    """A failed search (connection, HTTP status, deadline, bad response), said in one sentence;
+    SearchEnv turns it into an "Error: ..." observation."""
 
 
 class RemoteRetriever:
@@ -168,32 +184,106 @@ class RemoteRetriever:
     Request  POST {url}/retrieve  {"queries": [query], "topk": k, "return_scores": true}
     Response {"result": [[{"document": {"contents": "\\"Title\\"\\ntext"}, "score": s}, ...]]}
              or, from servers that return no scores, {"result": [[{"contents": ...}, ...]]};
-             "score" is then None."""
+             "score" is then None.
+
+    A search gets timeout seconds in all, connecting and reading included: a server that
+    trickles its answer is cut off then (a socket timeout alone bounds each read, not the sum)."""
 
     def __init__(self, url, timeout=10, max_words=120):
+        check_at_least_one(max_words=max_words)
         url = url.rstrip("/")
         self.url = url if url.endswith("/retrieve") else url + "/retrieve"
+        self.parts = urllib.parse.urlsplit(self.url)
+        if self.parts.scheme not in ("http", "https") or not self.parts.netloc:
+            raise ValueError(f"retriever URL {url!r} must start with http:// or https://")
         self.timeout, self.max_words = timeout, max_words
 
     def search(self, query, k=1):
+        """The server's k best hits [{"title", "text", "score"}], or RetrieverError."""
+        check_at_least_one(k=k)
         body = json.dumps({"queries": [query], "topk": k, "return_scores": True}).encode()
-        request = urllib.request.Request(self.url, data=body,
-                                         headers={"Content-Type": "application/json"})
-        try:  # OSError covers URLError, HTTPError and timeouts; ValueError covers bad JSON
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                items = json.loads(response.read())["result"][0]
-            return [self._hit(item) for item in items[:k]]
-        except (OSError, ValueError, LookupError, TypeError, AttributeError) as e:
-            raise RetrieverError(f"retrieval server {self.url} failed: {e!r}") from e
+        try:
+            response = json.loads(self._post(body))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise self._error("sent a response that is not JSON") from None
+        result = response.get("result") if isinstance(response, dict) else None
+        if not (isinstance(result, list) and result and isinstance(result[0], list)):
+            raise self._error('sent no "result": [[...]] list')
+        return [self._hit(item) for item in result[0][:k]]
+
+    def _post(self, body):
+        """The body of the server's HTTP 200 answer to a POST of body, within self.timeout s:
+        a watchdog shuts the socket at the deadline, which ends a blocked read at once."""
+        deadline = time.monotonic() + self.timeout
+        connection_type = (http.client.HTTPSConnection if self.parts.scheme == "https"
+                           else http.client.HTTPConnection)
+        connection = connection_type(self.parts.netloc, timeout=self.timeout)
+        watchdog = None
+        try:
+            connection.connect()  # one socket operation: the socket timeout bounds it
+            watchdog = threading.Timer(deadline - time.monotonic(), _shut, [connection.sock])
+            watchdog.start()
+            target = self.parts._replace(scheme="", netloc="").geturl()
+            connection.request("POST", target, body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as e:
+            raise self._error(self._failure(e, deadline)) from None
+        finally:
+            if watchdog:
+                watchdog.cancel()
+            connection.close()
+        if response.status != 200:
+            raise self._error(f"answered HTTP {response.status} {response.reason}")
+        return data
+
+    def _failure(self, error, deadline):
+        """What went wrong in _post, as the end of a sentence."""
+        if isinstance(error, TimeoutError) or time.monotonic() >= deadline:
+            return f"gave no complete answer within {self.timeout} s"
+        if isinstance(error, OSError):
+            return f"could not be reached: {error.strerror or error}"
+        return f"broke off its answer: {error}"
 
     def _hit(self, item):
-        doc = item.get("document", item)
-        title, newline, text = doc["contents"].partition("\n")  # first line: "Title"
+        doc = item.get("document", item) if isinstance(item, dict) else None
+        contents = doc.get("contents") if isinstance(doc, dict) else None
+        if not isinstance(contents, str):
+            raise self._error('sent a hit without a "contents" text')
+        title, newline, text = contents.partition("\n")  # first line: "Title"
         if not newline:
             title, text = "", title
-        score = item.get("score")
         return {"title": title.strip().strip('"'), "text": truncate_words(text, self.max_words),
-                "score": None if score is None else float(score)}
+                "score": self._score(item.get("score"))}
+
+    def _score(self, score):
+        """score as a float (None stays None); RetrieverError if it is not a finite number."""
+        try:
+            value = None if score is None else float(score)
+        except (TypeError, ValueError, OverflowError):
+            value = math.nan
+        if value is not None and not math.isfinite(value):
+            raise self._error(f"sent the score {score!r}; scores must be finite numbers")
+        return value
+
+    def _error(self, what):
+        return RetrieverError(f"retrieval server {self.url} {what}")
+
+
+def _shut(sock):
+    """Shut a socket: a read blocked on it in another thread ends at once."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
+def check_retriever(retriever):
+    """A start-up probe: one search, or ValueError with a one-line message saying what to do."""
+    try:
+        retriever.search("test", 1)
+    except RetrieverError as e:
+        raise ValueError(f"{e}; start the retrieval server or drop --retriever-url") from None
 
 
 def make_retriever(url=None, corpus_path=None, max_words=120):
@@ -282,6 +372,7 @@ class SearchEnv:
 
     def __init__(self, question, answers, retriever, max_turns=2, k=1, max_words=120,
                  one_shot=False):
+        check_at_least_one(k=k, max_words=max_words)
         self.question, self.answers, self.retriever = question, list(answers), retriever
         self.max_turns, self.k, self.max_words = max_turns, k, max_words
         self.messages = ([{"role": "system", "content": SYSTEM_PROMPT}]
@@ -314,17 +405,24 @@ class SearchEnv:
 
 
 # ---------------------------------------------------------------- command line
+def whole_number(text):
+    """argparse type: an int >= 1."""
+    if not re.fullmatch(r"\s*\d+\s*", text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Probe the wiki_search tool: the top k documents for each query.",
         epilog="The retrieval benchmark is `python questions.py --bench`.")
     parser.add_argument("queries", nargs="*", help="one or more search queries")
-    parser.add_argument("-k", type=int, default=1, help="results per query")
+    parser.add_argument("-k", type=whole_number, default=1, help="results per query")
     parser.add_argument("--json", action="store_true",
                         help="print one line per query: a JSON list of {title, text, score}")
     parser.add_argument("--retriever-url", help="Search-R1 style retrieval server to query")
     parser.add_argument("--corpus", help="JSONL of {title, text} to index instead of Wikipedia")
-    parser.add_argument("--max-words", type=int, default=120, help="words shown per document")
+    parser.add_argument("--max-words", type=whole_number, default=120, help="words shown per document")
     args = parser.parse_args(argv)
     if not args.queries:
         parser.error("give at least one query")

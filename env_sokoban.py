@@ -152,9 +152,14 @@ def deadlocked(state):
     return False
 
 
+class GaveUp(Exception):
+    """solve() reached max_states positions before finding a solution or proving there is none."""
+
+
 def solve(state, max_states=200_000):
     """Breadth-first search over (player, boxes): a shortest move string ("" if already
-    solved), or None if there is none among the first max_states positions."""
+    solved), or None when there is none (every reachable position was searched). Raises GaveUp
+    when the search needs more than max_states positions."""
     paths = {(state.player, state.boxes): ""}  # position -> shortest moves that reach it
     queue = deque([state])
     while queue:
@@ -168,7 +173,7 @@ def solve(state, max_states=200_000):
             if key in paths or deadlocked(after):
                 continue
             if len(paths) >= max_states:
-                return None
+                raise GaveUp(f"the solver gave up after {max_states} positions")
             paths[key] = path + m
             queue.append(after)
     return None
@@ -191,12 +196,19 @@ def pull(state, m):
 def level_for(seed, size=6, boxes=1, reverse_steps=20, walls=0):
     """A seeded, solvable level: a size x size room with a wall border and `walls` random inner
     walls; boxes start on their goals, then the player makes `reverse_steps` random pull moves
-    (more steps, harder levels). A level that ends solved is drawn again."""
+    (more steps, harder levels). A level that ends solved is drawn again. Settings that give no
+    level raise ValueError, saying what to change."""
+    inner = max(size - 2, 0) ** 2  # cells inside the wall border
+    if min(boxes, reverse_steps) < 1 or walls < 0:
+        raise ValueError(f"boxes ({boxes}) and reverse steps ({reverse_steps}) must be at least 1 "
+                         f"and walls ({walls}) at least 0")
+    if boxes + 1 + walls > inner:
+        raise ValueError(f"size {size} leaves {inner} cells inside the wall border, too few for "
+                         f"{boxes} boxes, the player and {walls} walls: raise the size or lower "
+                         "boxes or walls")
     rng = random.Random(seed)
     interior = [(r, c) for r in range(1, size - 1) for c in range(1, size - 1)]
     border = {(r, c) for r in range(size) for c in range(size)} - set(interior)
-    if boxes < 1 or walls < 0 or boxes + 1 + walls > len(interior):
-        raise ValueError(f"{boxes} boxes, a player and {walls} walls do not fit in size {size}")
     for _ in range(1000):
         inner_walls = rng.sample(interior, walls)
         floor = [cell for cell in interior if cell not in inner_walls]
@@ -207,24 +219,28 @@ def level_for(seed, size=6, boxes=1, reverse_steps=20, walls=0):
             state = pull(state, rng.choice("UDLR"))
         if not is_solved(state):
             return state
-    raise RuntimeError(f"no unsolved level after 1000 tries; raise reverse_steps ({reverse_steps})")
+    raise ValueError(f"no unsolved level in 1000 tries: raise reverse steps ({reverse_steps}) or "
+                     "give the boxes more room")
 
 
 # ---------------------------------------------------------------- the model's moves
-ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+ANSWER_TAGS = re.compile(r"<(/?)answer>", re.IGNORECASE)  # an opening or closing tag
 STOP_STRINGS = ["</answer>", "\n"]  # a turn ends at either: the answer is its first line, and
 # free text after it is neither generated nor trained (it was 85 % of the tokens: README)
 
 
 def moves_in(text):
-    """The moves in free text: U/D/L/R (also run together: "RRD") or up/down/left/right, any case,
-    separated by anything but letters. None when there is no move or a word is not a move."""
+    """The moves in free text, word by word (words are separated by anything but letters): a
+    letter U/D/L/R or a word up/down/left/right, any case, or capitals run together as the
+    solver writes them ("RRD"). None when there is no move or a word is not a move: "dull"
+    is a word, not D U L L."""
     moves = []
-    for word in re.findall(r"[a-z]+", text.lower()):
-        if set(word) <= set("udlr"):
-            moves.extend(word.upper())  # "r" or "rrd", letter by letter
-        elif word in MOVE_WORDS:
-            moves.append(MOVE_WORDS[word])
+    for word in re.findall(r"[A-Za-z]+", text):
+        letters = word.upper() if len(word) == 1 else word  # "r" is R; "rrd" is not RRD
+        if set(letters) <= set(MOVES):
+            moves.extend(letters)
+        elif word.lower() in MOVE_WORDS:
+            moves.append(MOVE_WORDS[word.lower()])
         else:
             return None
     return moves or None
@@ -233,12 +249,19 @@ def moves_in(text):
 def parse_moves(text):
     """The moves ["R", "R", "D"] in the last <answer>R R D</answer> (or <answer>["r", "right",
     "down"]</answer>, ...) of a model's output; None without an answer or readable moves.
-    An answer left open (the model ran on without </answer>) counts up to the end of its line."""
-    answers = ANSWER_TAG.findall(text)
-    if answers:
-        return moves_in(answers[-1])
-    opened = re.split("<answer>", text, flags=re.IGNORECASE)
-    return moves_in(opened[-1].split("\n", 1)[0]) if len(opened) > 1 else None
+    An answer left open (the model ran on without </answer>) counts up to the end of its line.
+    One pass over the tags (a regex <answer>(.*?)</answer> takes quadratic time on "<answer>" * n):
+    an answer runs from an opening tag to the next closing tag, as that regex reads it."""
+    answer = start = opened = None  # the last answer; where the open one starts; the last <answer>
+    for tag in ANSWER_TAGS.finditer(text):
+        if not tag.group(1):
+            opened = tag.end()
+            start = opened if start is None else start
+        elif start is not None:
+            answer, start = text[start:tag.start()], None
+    if answer is None and opened is not None:
+        answer = text[opened:].partition("\n")[0]
+    return moves_in(answer) if answer is not None else None
 
 
 # ---------------------------------------------------------------- the two-role task
@@ -354,13 +377,13 @@ class SokobanTask:
 
 # ---------------------------------------------------------------- command-line probe
 def play_in_terminal(level, lines, out):
-    """A person plays: each line holds moves ("u", "rr", "up left"); "reset" starts over and
-    "quit" stops. Works with piped input."""
+    """A person plays: each line holds moves, in any case ("u", "rr", "up left"); "reset" starts
+    over and "quit" stops. Works with piped input."""
     state = level
     print('moves: u/d/l/r or up/down/left/right; "reset" starts over, "quit" stops', file=out)
     print(render(state), status(state), sep="\n", file=out)
     for line in lines:
-        command, moves = line.strip().lower(), moves_in(line)
+        command, moves = line.strip().lower(), moves_in(line.upper())
         if command in ("q", "quit"):
             return
         if command == "reset":
@@ -384,18 +407,25 @@ def main(argv=None):
     parser.add_argument("--boxes", type=int, default=1)
     parser.add_argument("--reverse-steps", type=int, default=20, help="difficulty")
     parser.add_argument("--walls", type=int, default=0, help="random inner walls")
-    parser.add_argument("--moves", default="", help='moves to apply first, e.g. "RRD"')
+    parser.add_argument("--moves", default="", help='moves to apply first, e.g. "RRD" or "rrd"')
+    parser.add_argument("--max-states", type=int, default=200_000, help="the solver's limit")
     parser.add_argument("--json", action="store_true", help='one line {"board", "solution"}')
     parser.add_argument("--play", action="store_true", help="play the level in the terminal")
     args = parser.parse_args(argv)
-    level = level_for(args.seed, args.size, args.boxes, args.reverse_steps, args.walls)
+    try:
+        level = level_for(args.seed, args.size, args.boxes, args.reverse_steps, args.walls)
+    except ValueError as error:
+        parser.error(str(error))
     if args.play:
         return play_in_terminal(level, sys.stdin, sys.stdout)
-    moves = moves_in(args.moves) if args.moves else []
+    moves = moves_in(args.moves.upper()) if args.moves else []
     if moves is None:
         parser.error(f"--moves: not moves: {args.moves!r}")
     state = play(level, moves)[0]
-    solution = solve(state)
+    try:
+        solution = solve(state, args.max_states)
+    except GaveUp as error:
+        parser.error(f"{error}, so no solution is known: raise --max-states")
     if args.json:
         print(json.dumps({"board": render(state).split("\n"), "solution": solution}))
     else:

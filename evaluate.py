@@ -51,6 +51,8 @@ def run_args(ours, rest):
     """train.Args for the task: a checkpoint's args.json first, then the flags given here."""
     saved_path = os.path.join(os.path.dirname(os.path.abspath(ours.model)), "args.json")
     saved = json.load(open(saved_path)) if os.path.isdir(ours.model) and os.path.exists(saved_path) else {}
+    if ours.env and saved.get("env", ours.env) != ours.env:
+        saved = {}  # a run of the other task: its prefill, sizes, questions do not apply here
     argv = [f"--{k.replace('_', '-')}={saved[k]}" for k in TASK_KEYS if k in saved]
     if ours.env:
         argv.append(f"--env={ours.env}")
@@ -64,6 +66,9 @@ def load_policy(path, args, device):
             raise SystemExit(f"{path}: a per-role checkpoint has planner/ and executor/ subfolders")
         (planner, tok), (executor, _) = (load_model(os.path.join(path, r), device) for r in ("planner", "executor"))
         return {"planner": planner, "executor": executor}, tok
+    if all(os.path.isdir(os.path.join(path, r)) for r in ("planner", "executor")):
+        raise SystemExit(f"{path} holds one model per role (a per-role Sokoban run): "
+                         "evaluate it with --env sokoban")
     model, tok = load_model(path, device)
     return {"policy": model}, tok
 

@@ -61,12 +61,15 @@ def pick_device(name="auto"):
 def load_model(name, device):
     """A hub id, a local folder, or BUNDLED. Weights stay fp32 (master copy); see autocast()."""
     path = bundled_model_dir() if name == BUNDLED else name
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
+        raise SystemExit(f"{name} is a folder but not a model (no config.json in it): give a model "
+                         f"folder such as RUN/checkpoint, a hub id, or '{BUNDLED}'")
     try:
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    except OSError as e:
-        raise SystemExit(f"Could not load model '{name}': {e}\nGive a hub id (needs network), "
-                         f"a local folder, or '{BUNDLED}' for the bundled offline model.")
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"Could not load model '{name}': {str(e).splitlines()[0]}\nGive a hub id "
+                         f"(needs network), a local folder, or '{BUNDLED}' for the bundled offline model.")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token  # padding is always tracked by masks, never by this id
     model.to(device).eval()  # eval(): dropout off for sampling and for the update alike

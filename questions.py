@@ -63,7 +63,8 @@ def make_questions(docs, seed=0, clue_words=(8, 12), first_sentences=3):
     a 1968 epic science fiction film produced and…"), name blanked, cut to a random length in
     clue_words: short enough that the raw question is a good but imperfect query (see bench).
     Clues that are too short or still leak the answer are dropped. Random choices are seeded by
-    (seed, title), so a question does not depend on the corpus order."""
+    (seed, title), so a question does not depend on the corpus order. ValueError if no article
+    gives a question."""
     questions = []
     for doc in docs:
         aliases = title_aliases(doc["title"])
@@ -75,6 +76,11 @@ def make_questions(docs, seed=0, clue_words=(8, 12), first_sentences=3):
         if clues:
             questions.append({"question": QUESTION_TEMPLATE.format(clue=rng.choice(clues)),
                               "answers": aliases, "title": doc["title"]})
+    if not questions:
+        raise ValueError(f"none of the {len(docs)} articles gives a question (one of its first "
+                         f"{first_sentences} sentences must name its title and have at least "
+                         f"{clue_words[0]} words); use a bigger corpus, or give "
+                         "--train-questions and --test-questions")
     return questions
 
 
@@ -109,13 +115,23 @@ def load_qa_jsonl(path):
 
 def train_test_questions(train_path="", test_path="", corpus_path=""):
     """(train, test) questions: the user's two JSONL files, or the questions generated from the
-    corpus (a JSONL of {title, text}, or the bundled Wikipedia), split by article."""
+    corpus (a JSONL of {title, text}, or the bundled Wikipedia), split by article. ValueError
+    if a side would be empty."""
     if train_path or test_path:
         if not (train_path and test_path):
             raise ValueError("give both --train-questions and --test-questions (JSONL of question, answers)")
         return load_qa_jsonl(train_path), load_qa_jsonl(test_path)
     docs = load_corpus_jsonl(corpus_path) if corpus_path else load_wiki_corpus()
-    return split_by_article(make_questions(docs))
+    source = corpus_path or "the offline Wikipedia"
+    try:
+        train, test = split_by_article(make_questions(docs))
+    except ValueError as e:
+        raise ValueError(f"{source}: {e}") from None
+    if not (train and test):
+        raise ValueError(f"{source} gives {len(train) + len(test)} questions ({len(train)} train, "
+                         f"{len(test)} test: about 10% of the articles go to test); use a bigger "
+                         "corpus, or give --train-questions and --test-questions")
+    return train, test
 
 
 # ---------------------------------------------------------------- command line

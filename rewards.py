@@ -10,12 +10,12 @@ aliases. Malformed text never raises; it earns what the rules give it.
 
 Sources (the paper's public code, built on willccbb/verifiers):
   SiliangZeng/Multi-Turn-RL-Agent verifiers/examples/triviaqa_search.py: turn vs outcome rewards
+                         verifiers/parsers/xml_parser.py: XMLParser.get_format_reward_func and
+                         get_xml_reward_func (0.2 weights, tag usage clamped at 0), used with
+                         XMLParser(fields=["reasoning", ("tool", "answer")])
   SiliangZeng/verifiers  verifiers/rubrics/triviaqa_rubric.py: answer and search-result rewards
                          verifiers/rubrics/tool_rubric.py: tool execution
                          verifiers/rubrics/rubric.py: the final answer (get_last_answer)
-  willccbb/verifiers     verifiers/parsers/xml_parser.py: XMLParser.get_format_reward_func and
-                         get_xml_reward_func (the 2025 version with the 0.2 weights), used with
-                         XMLParser(fields=["reasoning", ("tool", "answer")])
 """
 import re
 import string
@@ -29,9 +29,14 @@ FIELD_SETS = (("reasoning",), ("tool", "answer"))
 
 def tag_content(text, tag):
     """Stripped content of the first <tag>...</tag> in text, or None. Same match as the source's
-    regex <tag>\\s*(.*?)\\s*</tag> followed by strip()."""
-    match = re.search(f"<{tag}>(.*?)</{tag}>", text, re.DOTALL)
-    return match.group(1).strip() if match else None
+    regex <tag>\\s*(.*?)\\s*</tag> followed by strip(): the first <tag>, up to the first </tag>
+    after it. Two find() calls take linear time, where that regex is quadratic on "<tag>" * n."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    start = text.find(opening)
+    if start < 0:
+        return None
+    end = text.find(closing, start + len(opening))
+    return text[start + len(opening):end].strip() if end >= 0 else None
 
 
 def assistant_turns(completion):
@@ -153,7 +158,8 @@ def xml_format_reward(completion):
 
 
 def turn_tag_score(turn):
-    """Tag-usage score of one assistant turn, at most 1 (see xml_tag_usage_reward)."""
+    """Tag-usage score of one assistant turn, at most 1, negative for repeated tags (see
+    xml_tag_usage_reward)."""
     points = checks = 0
     for tag in (t for fs in FIELD_SETS for t in fs):
         opened, closed = turn.count(f"<{tag}>"), turn.count(f"</{tag}>")
@@ -168,10 +174,11 @@ def xml_tag_usage_reward(completion):
     Source: XMLParser.get_xml_reward_func. For each tag of reasoning, tool, answer that occurs
     in a turn (opening or closing), the turn earns 1 - |#<tag> - 1| and 1 - |#</tag> - 1| out
     of 2 checks; its score is points / checks (0 if no tag occurs). Exactly one opening and one
-    closing tag of every tag used gives the maximum 0.2. Repeated tags cost points, and as in
-    the source the result is not clamped: it can be negative."""
+    closing tag of every tag used gives the maximum 0.2. Repeated tags cost points: a turn can
+    score below 0, but, as in the MT-GRPO source, the mean over turns is clamped at 0 (the
+    unclamped form is willccbb/verifiers', which the MT-GRPO authors revised)."""
     turns = assistant_turns(completion)
-    return 0.2 * sum(map(turn_tag_score, turns)) / len(turns) if turns else 0.0
+    return max(0.0, 0.2 * sum(map(turn_tag_score, turns)) / len(turns)) if turns else 0.0
 
 
 # ---------------------------------------------------------------- grouped as in MT-GRPO

@@ -15,14 +15,12 @@ One training step, in order:
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint.
 """
-import argparse
 import dataclasses
 import json
 import os
 import random
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -36,110 +34,27 @@ import mtgrpo
 import questions as qa
 import rewards
 import show
+from config import Args, check_out, parse_args  # noqa: F401 (train.Args for evaluate, compare, bench)
 from loss import bf16_ok, fill_logprobs, policy_update
-from policy import BUNDLED, chat_sampler, load_model, pick_device, play_episodes
-
-
-def flag(default, help):
-    return field(default=default, metadata={"help": help})
-
-
-@dataclass
-class Args:
-    env: str = flag("search", "search (MT-GRPO paper) or sokoban (AT-GRPO paper)")
-    algo: str = flag("auto", "search: mt | mr | or (GRPO-OR); sokoban: at | grpo; auto: mt or at")
-    policy: str = flag("shared", "sokoban: shared (one model) or per-role (one model per role)")
-    model: str = flag(BUNDLED, "hub id, local folder, or the bundled offline model")
-    steps: int = flag(30, "training steps (rollout batches)")
-    batch_size: int = flag(2, "questions (or levels) per step")
-    num_generations: int = flag(8, "G (search) or K (sokoban): samples per group")
-    max_completion_length: int = flag(64, "new tokens per turn")
-    learning_rate: float = flag(1e-5, "AdamW learning rate after warmup")
-    warmup_steps: int = flag(3, "linear learning-rate warmup")
-    beta: float = flag(0.0, "weight of the k3 KL to the reference model (0: no reference loaded)")
-    epsilon: float = flag(0.2, "lower clip: ratio >= 1 - epsilon")
-    epsilon_high: float = flag(0.2, "upper clip: ratio <= 1 + epsilon_high")
-    num_iterations: int = flag(1, "mu: policy updates per rollout batch")
-    scale_rewards: str = flag("group", "advantage divisor: group std (the papers), batch std, or none")
-    loss_type: str = flag("token", "token: mean over all tokens of the step; seq: mean of sequence means")
-    alpha: float = flag(1.0, "MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...")
-    max_grad_norm: float = flag(1.0, "gradient-norm clip")
-    micro_batch_size: int = flag(2, "sequences per forward/backward (peak memory); sokoban: use K")
-    temperature: float = flag(1.0, "sampling temperature (log-probs use the same)")
-    top_p: float = flag(1.0, "nucleus sampling")
-    hf_generate: bool = flag(False, "sample with transformers' generate (the slower reference path)")
-    prefill: str = flag("auto", "text that starts every model turn; auto: <reasoning> or <answer>")
-    one_shot: bool = flag(True, "search: show one worked example as earlier chat turns")
-    top_k: int = flag(1, "search: documents per search")
-    max_words: int = flag(120, "search: words per document shown to the model")
-    retriever_url: str = flag("", "search: Search-R1-style server instead of the in-memory BM25")
-    corpus: str = flag("", "search: JSONL of {title, text} instead of the bundled Wikipedia")
-    train_questions: str = flag("", "search: JSONL of {question, answers} to train on")
-    test_questions: str = flag("", "search: JSONL of {question, answers} to evaluate on")
-    size: int = flag(5, "sokoban: room size including the wall border")
-    boxes: int = flag(1, "sokoban: boxes per level")
-    reverse_steps: int = flag(4, "sokoban: difficulty, moves of reverse play from the solved state")
-    max_turns: int = flag(2, "sokoban: turns per episode")
-    team_alpha: float = flag(1.0, "sokoban: agent reward = local + team_alpha * team reward")
-    single_agent: bool = flag(False, "sokoban: the executor alone (no planner), a baseline")
-    eval_every: int = flag(10, "greedy evaluation on the test split every N steps (0: never)")
-    eval_n: int = flag(64, "test questions (or levels) per evaluation")
-    save_every: int = flag(6, "checkpoint every N steps (and at the end)")
-    seed: int = flag(0, "seeds question order, sampling and initialisation")
-    device: str = flag("auto", "auto, cpu, cuda, cuda:1 ...")
-    bf16: bool = flag(True, "bf16 autocast where the hardware supports it")
-    out: str = flag("runs/mt", "run folder: args.json, log.jsonl, rollouts/, checkpoint/")
-    resume: str = flag("", "run folder to continue from its last checkpoint")
-
-
-ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo")}
-
-
-def parse_args(argv=None):
-    """Flags from Args (dashes for underscores). With --resume, the saved args are the defaults
-    and only flags given explicitly override them."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    for f in dataclasses.fields(Args):
-        kind = (lambda s: s.lower() in ("1", "true", "yes")) if f.type is bool else f.type
-        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=argparse.SUPPRESS,
-                       help=f"{f.metadata['help']} (default: {f.default!r})")
-    given, saved = vars(p.parse_args(argv)), {}
-    if given.get("resume"):
-        path = os.path.join(given["resume"], "args.json")
-        if not os.path.exists(path):
-            p.error(f"--resume {given['resume']}: no args.json there; give the run folder (--out) of an earlier run")
-        saved = json.load(open(path))
-    args = Args(**{**saved, **given})
-    if args.resume:
-        args.out = args.resume
-    if args.env not in ALGOS:
-        p.error(f"--env must be search or sokoban, not {args.env!r}")
-    args.algo = ALGOS[args.env][0] if args.algo == "auto" else args.algo
-    if args.algo not in ALGOS[args.env]:
-        p.error(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
-    if args.prefill == "auto":
-        args.prefill = "<reasoning>" if args.env == "search" else "<answer>"
-    if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
-            args.env != "sokoban" or args.single_agent)):
-        p.error("--policy is shared, or per-role with --env sokoban and two roles (no --single-agent)")
-    if args.scale_rewards not in mtgrpo.SCALES:
-        p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
-    if args.loss_type not in ("token", "seq"):
-        p.error(f"--loss-type must be token or seq, not {args.loss_type!r}")
-    return args
+from policy import chat_sampler, load_model, pick_device, play_episodes
 
 
 # ---------------------------------------------------------------- search (MT-GRPO)
 def load_task(args):
     """(data, training pool, test items): search: the retriever and the questions; sokoban: no
     data, level seeds below 10**9 to train on and from 10**9 on to test."""
-    if args.env == "sokoban":
-        return None, range(10 ** 9), [10 ** 9 + i for i in range(args.eval_n)]
     try:
+        if args.env == "sokoban":
+            env_sokoban.level_for(0, args.size, args.boxes, args.reverse_steps)  # can such a level exist?
+            return None, range(10 ** 9), [10 ** 9 + i for i in range(args.eval_n)]
         retriever = env_search.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
+        if args.retriever_url:
+            env_search.check_retriever(retriever)
         train_qs, test_qs = qa.train_test_questions(args.train_questions, args.test_questions, args.corpus)
-    except (ImportError, OSError, ValueError) as e:  # missing package or file, malformed JSONL
+    except (ImportError, OSError, ValueError) as e:  # missing package or file, malformed JSONL, ...
         raise SystemExit(f"Could not load the data: {e}")
+    if len(train_qs) < args.batch_size:
+        raise SystemExit(f"--batch-size {args.batch_size} is more than the {len(train_qs)} training questions")
     return retriever, train_qs, test_qs[:args.eval_n]
 
 
@@ -209,6 +124,12 @@ def update(models, ref, optimizers, samples, args):
             "t_update": time.time() - t0}
 
 
+def load_models(roles, name, device):
+    """({role: model}, tokenizer): the same starting model for every role."""
+    loaded = {r: load_model(name, device) for r in roles}
+    return {r: m for r, (m, _) in loaded.items()}, next(iter(loaded.values()))[1]
+
+
 def routed(samples, name):
     """A per-role policy trains only on its role's samples."""
     return samples if name == "policy" else [s for s in samples if s.role == name]
@@ -216,30 +137,30 @@ def routed(samples, name):
 
 # ---------------------------------------------------------------- main
 def main(argv=None):
-    args = parse_args(argv)
+    args = parse_args(argv)  # every flag is checked, then the data and models are loaded,
+    check_out(args)  # and only then is anything written to the run folder
     device = pick_device(args.device)
-    os.makedirs(args.out, exist_ok=True)
     print(json.dumps(dataclasses.asdict(args), indent=1) + f"\ndevice {device}, bf16 autocast {args.bf16 and bf16_ok(device)}")
-    json.dump(dataclasses.asdict(args), open(os.path.join(args.out, "args.json"), "w"), indent=1)
     data, pool, test = load_task(args)
-    rng, start = random.Random(args.seed), 0
-    ckpt = checkpoint.checkpoint_dir(args.out) if args.resume else None
-    models = {}
-    for name in env_sokoban.ROLES if args.policy == "per-role" else ("policy",):
-        path = ckpt if name == "policy" else ckpt and os.path.join(ckpt, name)
-        models[name], tok = load_model(path or args.model, device)
+    rng, start, history = random.Random(args.seed), 0, []
+    roles = env_sokoban.ROLES if args.policy == "per-role" else ("policy",)
+    if args.resume:
+        ckpt, models, tok, state = checkpoint.load_checkpoint(args.out, roles, lambda p: load_model(p, device))
+    else:
+        (models, tok), ckpt = load_models(roles, args.model, device), None
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers
     log_path = os.path.join(args.out, "log.jsonl")
+    os.makedirs(args.out, exist_ok=True)
+    checkpoint.save_args(dataclasses.asdict(args), args.out)
     if ckpt:
-        start = checkpoint.restore(ckpt, optimizers, rng)
-        checkpoint.truncate_log(log_path, start)
+        start = checkpoint.restore(state, optimizers, rng)
+        history = checkpoint.truncate_log(log_path, start)  # the whole run's lines, for the summary
         print(f"resumed from {ckpt} at step {start}")
     elif os.path.exists(log_path):
         os.remove(log_path)
-    history = []
 
     def write(line):
         history.append(line)

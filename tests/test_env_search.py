@@ -62,7 +62,7 @@ def test_bm25_scores_match_hand_computation():
     hits = retriever.search("the cat", k=3)  # "the" is a stopword; gamma scores 0: not returned
     assert [(h["title"], h["text"]) for h in hits] == [("beta", "cat cat dog"), ("alpha", "cat sat")]
     assert [h["score"] for h in hits] == pytest.approx([d1, d0])
-    assert retriever.search("unknown words") == [] and retriever.search("cat", k=0) == []
+    assert retriever.search("unknown words") == []
     # other parameters: k1 = 1.2, b = 0.5
     other = es.BM25Retriever(docs, k1=1.2, b=0.5).scores("cat")[0]
     assert other == pytest.approx(idf_cat * 1 * 2.2 / (1 + 1.2 * (1 - 0.5 + 0.5 * 3 / (11 / 3))))
@@ -80,6 +80,20 @@ def test_ties_break_to_the_lower_document_index():
     docs = [{"title": "q", "text": "other"}, {"title": "w", "text": "same"},
             {"title": "e", "text": "same"}, {"title": "r", "text": "same same"}]
     assert [h["title"] for h in es.BM25Retriever(docs).search("same", 2)] == ["r", "w"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: es.BM25Retriever(CAPITALS).search("Paris", k=0),
+    lambda: es.BM25Retriever(CAPITALS).search("Paris", k=-1),
+    lambda: es.BM25Retriever(CAPITALS, max_words=0),
+    lambda: es.RemoteRetriever("http://127.0.0.1:1").search("Paris", k=0),
+    lambda: es.RemoteRetriever("http://127.0.0.1:1", max_words=0),
+    lambda: es.SearchEnv("Q", ["A"], es.BM25Retriever(CAPITALS), k=0),
+    lambda: es.SearchEnv("Q", ["A"], es.BM25Retriever(CAPITALS), max_words=-3),
+])
+def test_k_and_max_words_must_be_positive(make):
+    with pytest.raises(ValueError, match=r"(k|max_words) must be at least 1, got (0|-1|-3)"):
+        make()
 
 
 def test_shown_text_is_bounded():
@@ -123,6 +137,17 @@ def test_corpus_loader(tmp_path):
             es.load_corpus_jsonl(path)
     with pytest.raises(ValueError, match="no records"):
         es.load_corpus_jsonl(write(tmp_path, "empty.jsonl", [""]))
+
+
+def test_corpus_loader_accepts_a_bom_and_names_the_line_that_is_not_utf8(tmp_path):
+    lines = [json.dumps(d, ensure_ascii=False).encode() for d in CAPITALS]
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines) + b"\n")
+    assert es.load_corpus_jsonl(path) == CAPITALS
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(lines[0] + b'\n{"title": "Caf\xe9", "text": "x"}\n')
+    with pytest.raises(ValueError, match=r"latin1.jsonl, line 2: not UTF-8 text; save the file as UTF-8"):
+        es.load_corpus_jsonl(path)
 
 
 # ---------------------------------------------------------------- the episode
@@ -235,7 +260,9 @@ def test_garbage_through_parser_env_and_search_never_escapes(capitals):
 
 
 class StubHandler(http.server.BaseHTTPRequestHandler):
-    """/ok, /noscores, /fail (HTTP 500), /slow (sleeps), /garbage, /shape; records requests."""
+    """/ok, /noscores, /fail (HTTP 500), /slow (sleeps), /garbage, /shape, /nan and /inf (scores),
+    /trickle (a valid response, one byte every 0.05 s), /trickle-head (the status line trickled);
+    records requests."""
     requests = []
 
     def do_POST(self):
@@ -247,8 +274,12 @@ class StubHandler(http.server.BaseHTTPRequestHandler):
         payload = {"ok": {"result": [[{"document": paris, "score": 12.5},
                                       {"document": berlin, "score": 3}]]},
                    "slow": {"result": [[]]}, "shape": {"result": "nonsense"},
-                   "noscores": {"result": [[paris]]}}.get(mode)
+                   "noscores": {"result": [[paris]]},
+                   "nan": {"result": [[{"document": paris, "score": float("nan")}]]},
+                   "inf": {"result": [[{"document": paris, "score": float("inf")}]]}}.get(mode)
         try:
+            if mode.startswith("trickle"):
+                return self.trickle(head=mode == "trickle-head")
             if mode == "slow":
                 time.sleep(0.6)
             self.send_response(500 if mode == "fail" else 200)
@@ -256,6 +287,17 @@ class StubHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"{not json" if payload is None else json.dumps(payload).encode())
         except OSError:  # the client gave up (timeout test)
             pass
+
+    def trickle(self, head):
+        """One byte every 0.05 s (200 bytes, 10 s): each read finishes long before a socket
+        timeout, only a deadline on the whole search stops it."""
+        body = b'{"result": [[]]}' + b" " * 184
+        header = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+        if not head:
+            self.wfile.write(header)
+        for byte in (header + body if head else body):
+            time.sleep(0.05)
+            self.wfile.write(bytes([byte]))
 
     def log_message(self, *args):
         pass
@@ -286,22 +328,60 @@ def test_remote_success_with_and_without_scores(stub):
     assert env.step(CALL % "France") == "<result>\nParis: Paris is the capital of France.\n</result>"
 
 
-@pytest.mark.parametrize("mode, problem", [("fail", "500"), ("slow", "timed out"),
-                                           ("garbage", "JSONDecodeError"), ("shape", "Error")])
-def test_remote_failures_become_error_observations(stub, mode, problem):
+@pytest.mark.parametrize("mode, problem", [
+    ("fail", "answered HTTP 500 Internal Server Error"),
+    ("slow", "gave no complete answer within 0.1 s"),
+    ("garbage", "sent a response that is not JSON"),
+    ("shape", 'sent no "result": [[...]] list'),
+    ("nan", "sent the score nan; scores must be finite numbers"),
+    ("inf", "sent the score inf; scores must be finite numbers"),
+])
+def test_remote_failures_become_readable_error_observations(stub, mode, problem):
     retriever = es.RemoteRetriever(f"{stub}/{mode}", timeout=0.1)
-    with pytest.raises(es.RetrieverError, match=problem):
+    with pytest.raises(es.RetrieverError) as error:
         retriever.search("x", 1)
+    assert str(error.value) == f"retrieval server {stub}/{mode}/retrieve {problem}"
     observation = es.SearchEnv("Q", ["A"], retriever).step(CALL % "x")
-    assert observation.startswith("Error: ") and problem in observation
+    assert observation == f"Error: {error.value}"
 
 
-def test_remote_connection_refused():
+@pytest.mark.parametrize("mode", ["trickle", "trickle-head"])
+def test_remote_search_has_a_total_deadline(stub, mode):
+    retriever = es.RemoteRetriever(f"{stub}/{mode}", timeout=0.5)
+    start = time.monotonic()
+    with pytest.raises(es.RetrieverError, match="gave no complete answer within 0.5 s"):
+        retriever.search("x", 1)
+    assert time.monotonic() - start < 1.5  # the server would take 10 s
+
+
+def dead_url():
+    """The URL of a local port that nothing listens on."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(es.RetrieverError):
-        es.RemoteRetriever(f"http://127.0.0.1:{port}", timeout=1).search("x", 1)
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_remote_connection_refused_is_a_sentence():
+    url = dead_url()
+    with pytest.raises(es.RetrieverError) as error:
+        es.RemoteRetriever(url, timeout=1).search("x", 1)
+    assert str(error.value) == f"retrieval server {url}/retrieve could not be reached: Connection refused"
+
+
+def test_remote_url_needs_http():
+    with pytest.raises(ValueError, match="must start with http:// or https://"):
+        es.RemoteRetriever("localhost:8000")
+
+
+def test_check_retriever_names_the_url_and_what_to_do(stub, capitals):
+    url = dead_url()
+    with pytest.raises(ValueError) as error:
+        es.check_retriever(es.RemoteRetriever(url, timeout=1))
+    message = str(error.value)
+    assert url in message and "start the retrieval server or drop --retriever-url" in message
+    assert "\n" not in message
+    assert es.check_retriever(es.RemoteRetriever(stub + "/ok")) is None
+    assert es.check_retriever(capitals) is None
 
 
 # ---------------------------------------------------------------- command line
@@ -322,6 +402,15 @@ def test_cli_json_prints_one_line_per_query():
     assert [len(h) for h in hits] == [2, 2, 0]
     assert all(set(h) == {"title", "text", "score"} for h in hits[0] + hits[1])
     assert hits[0][0]["title"] == "2001: A Space Odyssey"
+
+
+@pytest.mark.parametrize("option", [["-k", "0"], ["-k", "-2"], ["--max-words", "0"],
+                                    ["--max-words", "-1"], ["-k", "two"]])
+def test_cli_refuses_counts_below_one(option, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        es.main([*option, "Paris"])
+    assert exit_.value.code == 2
+    assert f"argument {option[0]}: must be a whole number >= 1, got '{option[1]}'" in capsys.readouterr().err
 
 
 def test_cli_probe_prints_titles_and_scores(tmp_path, stub):

@@ -1,9 +1,12 @@
 """env_sokoban.py: move rules and rendering on hand-made boards, step rewards by hand, deadlocks,
 the solver, the generator on hundreds of seeds, parse_moves, the two-role task and the CLI."""
+import io
 import json
 import random
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -135,9 +138,17 @@ def test_solve_by_hand():
                     "######"])  # e.g. DRRURD or RDLDRR: 6 moves, no shorter way
     solution = es.solve(detour)
     assert len(solution) == 6 and es.is_solved(es.play(detour, solution)[0])
-    assert es.solve(detour, max_states=3) is None
     assert es.solve(board(["#####", "#$  #", "# @.#", "#####"])) is None       # deadlocked
     assert es.solve(board(["######", "# $  #", "#@  .#", "######"])) is None   # stuck on a wall
+
+
+def test_solver_gives_up_at_its_limit_and_never_calls_a_level_unsolvable():
+    level = es.level_for(3, size=7, boxes=2, reverse_steps=30)  # solvable by construction
+    assert es.solve(level)
+    with pytest.raises(es.GaveUp, match="gave up after 50 positions"):
+        es.solve(level, max_states=50)
+    # every position of this board is deadlocked: a proof of "no solution" within any limit
+    assert es.solve(board(["#####", "#$  #", "# @.#", "#####"]), max_states=1) is None
 
 
 # ---------------------------------------------------------------- the generator
@@ -166,12 +177,54 @@ def test_generator_is_deterministic_and_difficulty_grows_with_reverse_steps():
         es.level_for(0, size=4, boxes=4)  # 4 inner cells: no room for 4 boxes and the player
 
 
+IMPOSSIBLE = [  # (size, boxes, reverse steps, walls), words the error must say
+    ((2, 1, 20, 0), "size 2 leaves 0 cells"),
+    ((-6, 1, 20, 0), "size -6 leaves 0 cells"),
+    ((5, 9, 20, 0), "too few for 9 boxes"),
+    ((5, 1, 20, 8), "and 8 walls: raise the size"),
+    ((6, 0, 20, 0), "boxes (0) and reverse steps (20) must be at least 1"),
+    ((6, 1, -3, 0), "reverse steps (-3) must be at least 1"),
+    ((6, 1, 20, -1), "walls (-1) at least 0"),
+    ((5, 8, 20, 0), "no unsolved level in 1000 tries"),  # the boxes fill the room: no pull moves
+]
+
+
+@pytest.mark.parametrize("settings, message", IMPOSSIBLE)
+def test_level_for_explains_impossible_settings(settings, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        es.level_for(0, *settings)
+
+
+@pytest.mark.parametrize("settings, message", IMPOSSIBLE)
+def test_cli_gives_a_one_line_error_for_impossible_settings(settings, message, capsys):
+    size, boxes, steps, walls = map(str, settings)
+    with pytest.raises(SystemExit) as stop:
+        es.main(["--size", size, "--boxes", boxes, "--reverse-steps", steps, "--walls", walls])
+    usage, error = capsys.readouterr().err.split(": error: ")  # argparse: usage, then the error
+    assert stop.value.code == 2 and usage.startswith("usage:")
+    assert "\n" not in error.strip() and message in error
+
+
+def test_cli_reports_a_solver_that_gives_up(capsys):
+    with pytest.raises(SystemExit) as stop:
+        es.main(["--seed", "3", "--max-states", "2"])
+    assert stop.value.code == 2
+    assert "gave up after 2 positions, so no solution is known: raise --max-states" in (
+        capsys.readouterr().err)
+
+
 # ---------------------------------------------------------------- the model's moves
 @pytest.mark.parametrize("text, expected", [
     ("<answer>R R D</answer>", ["R", "R", "D"]),
     ("I push right first.\n<answer> up, Left ,DOWN </answer>", ["U", "L", "D"]),
     ('<answer>["R", "D"]</answer>', ["R", "D"]),
-    ("<ANSWER>rrd</ANSWER>", ["R", "R", "D"]),
+    ("<ANSWER>RRD</ANSWER>", ["R", "R", "D"]),  # run together in capitals, as solve() writes
+    ("<answer>r, Up</answer>", ["R", "U"]),
+    ("<answer>dull</answer>", None),  # a word, not D U L L
+    ("<answer>Dull</answer>", None),
+    ("<answer>rrd</answer>", None),
+    ("<answer>R dull</answer>", None),
+    ("<answer>a<answer>R</answer>", None),  # an answer runs from its first opening tag
     ("<answer>\nR\nR.\n</answer>", ["R", "R"]),
     ("<answer>L</answer> no wait <answer>U</answer>", ["U"]),
     ("<answer>" + "R " * 12 + "</answer>", ["R"] * 12),  # all come back; a turn plays 8
@@ -186,6 +239,31 @@ def test_generator_is_deterministic_and_difficulty_grows_with_reverse_steps():
 ])
 def test_parse_moves(text, expected):
     assert es.parse_moves(text) == expected
+
+
+def regex_answer(text):
+    """The answer the earlier, regex-based parse_moves read (quadratic on "<answer>" * n)."""
+    answers = re.findall(r"<answer>(.*?)</answer>", text, re.IGNORECASE | re.DOTALL)
+    opened = re.split("<answer>", text, flags=re.IGNORECASE)
+    return answers[-1] if answers else opened[-1].split("\n")[0] if len(opened) > 1 else None
+
+
+def test_parse_moves_reads_the_answer_the_regex_read():
+    rng = random.Random(1)
+    alphabet = list("<>/ansWerUR \n") + ["<answer>", "</answer>", "<ANSWER>", "</Answer>"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(30)))
+        answer = regex_answer(text)
+        assert es.parse_moves(text) == (es.moves_in(answer) if answer is not None else None)
+
+
+def test_parsing_repeated_unclosed_tags_takes_linear_time():
+    start = time.perf_counter()
+    for tag in ("<answer>", "<ANSWER>", "</answer>", "<search>", "<reasoning>", "<result>"):
+        assert es.parse_moves(tag * 16000) is None
+        assert es.parse_moves("<answer>R</answer>" + tag * 16000) == ["R"]
+        assert es.moves_in(tag * 16000) is None
+    assert time.perf_counter() - start < 2.0  # the regex parser took 56 s here
 
 
 def test_parse_moves_never_raises_on_garbage():
@@ -350,6 +428,12 @@ def test_cli_text_output():
     out = cli("--seed", "0")
     assert es.render(es.level_for(0)) in out.stdout
     assert f"optimal solution: {es.solve(es.level_for(0))}" in out.stdout
+
+
+def test_a_person_may_type_moves_in_any_case():
+    out = io.StringIO()
+    es.play_in_terminal(board(LEVEL), ["rr\n"], out)
+    assert "Solved!" in out.getvalue()
 
 
 def test_cli_play_with_piped_input():

@@ -1,5 +1,6 @@
 """questions.py: aliases, clues and leaks, generated questions and their split, the QA JSONL
 loader, the benchmark and the command line."""
+import json
 import re
 import subprocess
 import sys
@@ -74,6 +75,27 @@ def test_raw_question_finds_the_article_often_but_not_always(wiki, questions):
     test = qs.split_by_article(questions, seed=0)[1][:300]
     found = sum(q["title"] == h["title"] for q in test for h in wiki[1].search(q["question"], 1))
     assert 0.5 < found / len(test) < 0.97
+
+
+TINY = {"title": "Tiny", "text": "Tiny is small."}
+GOOD = [{"title": t, "text": f"{t} is a city with a long history of trade and a famous old cathedral."}
+        for t in ("Gamma", "Delta", "Epsilon")]  # at seed 0 all three go to train
+
+
+def test_a_corpus_without_usable_articles_is_refused():
+    with pytest.raises(ValueError, match=r"none of the 1 articles gives a question.*bigger corpus"):
+        qs.make_questions([TINY])
+
+
+def test_a_corpus_too_small_to_split_is_refused(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in [TINY] + GOOD) + "\n", encoding="utf-8")
+    assert len(qs.make_questions(GOOD)) == 3
+    with pytest.raises(ValueError) as error:
+        qs.train_test_questions(corpus_path=str(path))
+    message = str(error.value)
+    assert message.startswith(f"{path} gives 3 questions (3 train, 0 test: ")
+    assert "--train-questions and --test-questions" in message and "\n" not in message
 
 
 # ---------------------------------------------------------------- QA JSONL loader

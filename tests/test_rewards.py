@@ -1,5 +1,7 @@
 """Every reward of rewards.py on hand-written episodes; expected values worked out by hand."""
 import random
+import re
+import time
 
 import pytest
 from conftest import garbled_text
@@ -121,10 +123,15 @@ def test_blank_alias_matches_nothing():
           exact_match=0.0)
 
 
-def test_repeated_tags_make_tag_usage_negative_as_in_the_source():
-    # reasoning opened 4 times: 1 - |4 - 1| = -2, closed once: 1 -> -1 of 2 checks
-    check(episode("<reasoning><reasoning><reasoning><reasoning>x</reasoning>"),
-          xml_tag_usage=0.2 * -1 / 2)
+def test_tag_usage_mean_over_turns_is_clamped_at_zero_as_in_the_mt_grpo_source():
+    # Multi-Turn-RL-Agent verifiers/parsers/xml_parser.py: max(0.0, 0.2 * mean of the turns)
+    nested = "<reasoning><reasoning><reasoning><reasoning>x</reasoning>"
+    # reasoning opened 4 times: 1 - |4 - 1| = -2, closed once: 1 -> -1 of 2 checks = -0.5
+    assert rewards.turn_tag_score(nested) == -0.5
+    check(episode(nested), xml_tag_usage=0.0)                 # 0.2 * -0.5 = -0.1, clamped
+    # with a perfect turn (score 1) the mean is 0.2 * (-0.5 + 1) / 2 = 0.05: the clamp acts on
+    # the mean, not on each turn (that would give 0.2 * (0 + 1) / 2 = 0.1)
+    check(episode(nested, "Error: x", RIGHT), xml_tag_usage=0.05)
 
 
 def test_exact_match_modes():
@@ -139,11 +146,31 @@ def test_exact_match_modes():
     assert normalize_answer("The  Quick, brown fox!") == "quick brown fox"
 
 
+def test_repeated_unclosed_tags_take_linear_time():
+    # a regex <tag>(.*?)</tag> rescans the rest of the text from every unclosed <tag>: quadratic,
+    # 160 s here
+    start = time.perf_counter()
+    for tag in ("answer", "reasoning", "tool", "result", "search"):
+        text = f"<{tag}>" * 16000
+        got = reward_components(episode("<tool>" + text, text, text), [text])  # a call, a result
+        assert got["answer_presence"] == got["answer_in_results"] == 0.0
+    assert time.perf_counter() - start < 2.0
+
+
 def random_text(rng):
     pieces = ["<tool>", "</tool>", "<answer>", "</answer>", "<reasoning>", "</reasoning>",
               "<result>", "</result>", '{"name": "wiki_search", "args": {"query": "', '"}}',
               "Error:", "<", ">", "/", "\n", " ", "2001", "Space Odyssey", "é", "🚗", "\u202e"]
     return garbled_text(rng, pieces)
+
+
+def test_tag_content_matches_the_source_regex_on_garbage():
+    rng = random.Random(7)
+    for _ in range(2000):
+        text = random_text(rng)
+        for tag in ("reasoning", "tool", "answer", "result"):
+            match = re.search(rf"<{tag}>\s*(.*?)\s*</{tag}>", text, re.DOTALL)
+            assert rewards.tag_content(text, tag) == (match.group(1).strip() if match else None)
 
 
 def test_random_garbage_never_raises_and_stays_in_range():
@@ -157,7 +184,7 @@ def test_random_garbage_never_raises_and_stays_in_range():
         assert got["answer_presence"] in (0.0, 0.5)
         assert got["exact_match"] in (0.0, 1.0)
         assert 0.0 <= got["xml_format"] <= 0.2 + 1e-12
-        assert got["xml_tag_usage"] <= 0.2 + 1e-12
+        assert 0.0 <= got["xml_tag_usage"] <= 0.2 + 1e-12
         assert rewards.turn_reward(completion, answers) == pytest.approx(
             got["tool_execution"] + got["answer_in_results"])
         assert rewards.outcome_reward(completion, answers) == pytest.approx(

@@ -1,0 +1,147 @@
+"""Every flag of a training run: its default, its help text and its check.
+
+`parse_args` refuses a bad flag with a one-line error before anything is written, so a run
+folder never holds settings that cannot run. train.py, evaluate.py, compare.py and bench.py all
+read their settings from here.
+"""
+import argparse
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+
+import mtgrpo
+from policy import BUNDLED
+
+
+def flag(default, help):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Args:
+    env: str = flag("search", "search (MT-GRPO paper) or sokoban (AT-GRPO paper)")
+    algo: str = flag("auto", "search: mt | mr | or (GRPO-OR); sokoban: at | grpo; auto: mt or at")
+    policy: str = flag("shared", "sokoban: shared (one model) or per-role (one model per role)")
+    model: str = flag(BUNDLED, "hub id, local folder, or the bundled offline model")
+    steps: int = flag(30, "training steps (rollout batches)")
+    batch_size: int = flag(2, "questions (or levels) per step")
+    num_generations: int = flag(8, "G (search) or K (sokoban): samples per group")
+    max_completion_length: int = flag(64, "new tokens per turn")
+    learning_rate: float = flag(1e-5, "AdamW learning rate after warmup")
+    warmup_steps: int = flag(3, "linear learning-rate warmup")
+    beta: float = flag(0.0, "weight of the k3 KL to the reference model (0: no reference loaded)")
+    epsilon: float = flag(0.2, "lower clip: ratio >= 1 - epsilon")
+    epsilon_high: float = flag(0.2, "upper clip: ratio <= 1 + epsilon_high")
+    num_iterations: int = flag(1, "mu: policy updates per rollout batch")
+    scale_rewards: str = flag("group", "advantage divisor: group std (the papers), batch std, or none")
+    loss_type: str = flag("token", "token: mean over all tokens of the step; seq: mean of sequence means")
+    alpha: float = flag(1.0, "MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...")
+    max_grad_norm: float = flag(1.0, "gradient-norm clip")
+    micro_batch_size: int = flag(2, "sequences per forward/backward (peak memory); sokoban: use K")
+    temperature: float = flag(1.0, "sampling temperature (log-probs use the same)")
+    top_p: float = flag(1.0, "nucleus sampling")
+    hf_generate: bool = flag(False, "sample with transformers' generate (the slower reference path)")
+    prefill: str = flag("auto", "text that starts every model turn; auto: <reasoning> or <answer>")
+    one_shot: bool = flag(True, "search: show one worked example as earlier chat turns")
+    top_k: int = flag(1, "search: documents per search")
+    max_words: int = flag(120, "search: words per document shown to the model")
+    retriever_url: str = flag("", "search: Search-R1-style server instead of the in-memory BM25")
+    corpus: str = flag("", "search: JSONL of {title, text} instead of the bundled Wikipedia")
+    train_questions: str = flag("", "search: JSONL of {question, answers} to train on")
+    test_questions: str = flag("", "search: JSONL of {question, answers} to evaluate on")
+    size: int = flag(5, "sokoban: room size including the wall border")
+    boxes: int = flag(1, "sokoban: boxes per level")
+    reverse_steps: int = flag(4, "sokoban: difficulty, moves of reverse play from the solved state")
+    max_turns: int = flag(2, "sokoban: turns per episode")
+    team_alpha: float = flag(1.0, "sokoban: agent reward = local + team_alpha * team reward")
+    single_agent: bool = flag(False, "sokoban: the executor alone (no planner), a baseline")
+    eval_every: int = flag(10, "greedy evaluation on the test split every N steps (0: never)")
+    eval_n: int = flag(64, "test questions (or levels) per evaluation")
+    save_every: int = flag(6, "checkpoint every N steps (and at the end)")
+    seed: int = flag(0, "seeds question order, sampling and initialisation")
+    device: str = flag("auto", "auto, cpu, cuda, cuda:1 ...")
+    bf16: bool = flag(True, "bf16 autocast where the hardware supports it")
+    out: str = flag("runs/mt", "run folder: args.json, log.jsonl, rollouts/, checkpoint/")
+    resume: str = flag("", "run folder to continue from its last checkpoint")
+
+
+# (flag, check, what it must be): checked on every run, also with --resume
+CHECKS = [
+    ("steps", lambda v: v >= 1, "at least 1"),
+    ("batch_size", lambda v: v >= 1, "at least 1"),
+    ("num_generations", lambda v: v >= 2, "at least 2: advantages compare the samples of a group, "
+                                         "so a group of one trains nothing"),
+    ("max_completion_length", lambda v: v >= 1, "at least 1"),
+    ("learning_rate", lambda v: v > 0, "above 0"),
+    ("warmup_steps", lambda v: v >= 0, "0 or more"),
+    ("beta", lambda v: v >= 0, "0 or more"),
+    ("epsilon", lambda v: 0 <= v < 1, "in [0, 1)"),
+    ("epsilon_high", lambda v: v >= 0, "0 or more"),
+    ("num_iterations", lambda v: v >= 1, "at least 1 (mu: updates per rollout batch)"),
+    ("alpha", lambda v: v >= 0, "0 or more"),
+    ("max_grad_norm", lambda v: v > 0, "above 0"),
+    ("micro_batch_size", lambda v: v >= 1, "at least 1"),
+    ("temperature", lambda v: v > 0, "above 0 (training samples; evaluation is greedy already)"),
+    ("top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("top_k", lambda v: v >= 1, "at least 1 (documents per search)"),
+    ("max_words", lambda v: v >= 1, "at least 1"),
+    ("size", lambda v: v >= 3, "at least 3 (the wall border takes 2)"),
+    ("boxes", lambda v: v >= 1, "at least 1"),
+    ("reverse_steps", lambda v: v >= 1, "at least 1"),
+    ("max_turns", lambda v: v >= 1, "at least 1"),
+    ("eval_every", lambda v: v >= 0, "0 (never) or more"),
+    ("eval_n", lambda v: v >= 1, "at least 1"),
+    ("save_every", lambda v: v >= 1, "at least 1"),
+]
+
+
+ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo")}
+
+
+def parse_args(argv=None):
+    """Flags from Args (dashes for underscores). With --resume, the saved args are the defaults
+    and only flags given explicitly override them."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    for f in dataclasses.fields(Args):
+        kind = (lambda s: s.lower() in ("1", "true", "yes")) if f.type is bool else f.type
+        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=argparse.SUPPRESS,
+                       help=f"{f.metadata['help']} (default: {f.default!r})")
+    given, saved = vars(p.parse_args(argv)), {}
+    if given.get("resume"):
+        path = os.path.join(given["resume"], "args.json")
+        if not os.path.exists(path):
+            p.error(f"--resume {given['resume']}: no args.json there; give the run folder (--out) of an earlier run")
+        saved = json.load(open(path))
+    args = Args(**{**saved, **given})
+    if args.resume:
+        args.out = args.resume
+    if args.env not in ALGOS:
+        p.error(f"--env must be search or sokoban, not {args.env!r}")
+    args.algo = ALGOS[args.env][0] if args.algo == "auto" else args.algo
+    if args.algo not in ALGOS[args.env]:
+        p.error(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
+    if args.prefill == "auto":
+        args.prefill = "<reasoning>" if args.env == "search" else "<answer>"
+    if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
+            args.env != "sokoban" or args.single_agent)):
+        p.error("--policy is shared, or per-role with --env sokoban and two roles (no --single-agent)")
+    if args.scale_rewards not in mtgrpo.SCALES:
+        p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
+    if args.loss_type not in ("token", "seq"):
+        p.error(f"--loss-type must be token or seq, not {args.loss_type!r}")
+    for name, ok, what in CHECKS:
+        if not ok(getattr(args, name)):
+            p.error(f"--{name.replace('_', '-')} is {getattr(args, name)!r}; it must be {what}")
+    return args
+
+
+def check_out(args):
+    """The run folder can take this run: not a file, and no checkpoint there unless resuming."""
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise SystemExit(f"--out {args.out} is a file; give a folder for the run")
+    if not args.resume and any(os.path.exists(os.path.join(args.out, c)) for c in ("checkpoint", "checkpoint.old")):
+        raise SystemExit(f"--out {args.out} holds a run with a checkpoint: continue it with --resume {args.out}, "
+                         "or delete that folder or choose another --out to start over")
+
+

@@ -1,0 +1,150 @@
+"""Runs that lose nothing: checkpoint rotation, corrupt checkpoints, a log cut by a crash, and
+flags that are checked before anything is written to the run folder."""
+import json
+import os
+import random
+
+import pytest
+import torch
+
+import checkpoint
+import evaluate
+import train
+from policy import load_model
+
+
+@pytest.fixture
+def saved(tmp_path, tiny_model_dir):
+    """A run folder with checkpoints of steps 2 (checkpoint.old's content) and 4 (checkpoint)."""
+    model, tok = load_model(tiny_model_dir, "cpu")
+    opt = {"policy": torch.optim.AdamW(model.parameters())}
+    out = str(tmp_path / "run")
+    for step in (2, 4):
+        checkpoint.save_checkpoint({"policy": model}, tok, opt, step, random.Random(step), out)
+        if step == 2:
+            checkpoint.shutil.copytree(os.path.join(out, "checkpoint"), os.path.join(out, "step2"))
+    return out, model, tok, opt
+
+
+def load(out):
+    return checkpoint.load_checkpoint(out, ("policy",), lambda p: load_model(p, "cpu"))
+
+
+def test_a_half_deleted_old_checkpoint_does_not_stop_later_saves(saved):
+    out, model, tok, opt = saved
+    os.makedirs(os.path.join(out, "checkpoint.old", "leftover"))  # a kill during rmtree(old)
+    open(os.path.join(out, "checkpoint.old", "leftover", "x"), "w").close()
+    checkpoint.save_checkpoint({"policy": model}, tok, opt, 6, random.Random(6), out)
+    assert load(out)[3]["step"] == 6 and not os.path.exists(os.path.join(out, "checkpoint.old"))
+
+
+def test_a_crash_between_the_renames_resumes_from_the_old_checkpoint(saved):
+    out = saved[0]
+    os.replace(os.path.join(out, "checkpoint"), os.path.join(out, "checkpoint.old"))
+    os.makedirs(os.path.join(out, "checkpoint.tmp"))  # a save that died half-way is ignored
+    folder, _, _, state = load(out)
+    assert folder.endswith("checkpoint.old") and state["step"] == 4
+
+
+@pytest.mark.parametrize("broken", ["model.safetensors", "trainer_state.pt"])
+def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(saved, broken, capsys):
+    out = saved[0]
+    os.rename(os.path.join(out, "step2"), os.path.join(out, "checkpoint.old"))  # as after a kill
+    path = os.path.join(out, "checkpoint", broken)
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:len(data) // 3])  # truncated
+    folder, models, _, state = load(out)
+    assert folder.endswith("checkpoint.old") and state["step"] == 2
+    assert "skipped an unreadable checkpoint" in capsys.readouterr().out
+    import shutil
+    shutil.rmtree(os.path.join(out, "checkpoint.old"))
+    with pytest.raises(SystemExit, match="no readable checkpoint"):
+        load(out)
+
+
+def test_truncate_log_drops_later_and_cut_lines_and_replaces_the_file(tmp_path):
+    path = str(tmp_path / "log.jsonl")
+    lines = [json.dumps({"step": s, "reward": s / 10}) + "\n" for s in range(4)]
+    open(path, "w").write("".join(lines) + '{"step": 4, "rew')  # the last line cut by a kill
+    records = checkpoint.truncate_log(path, 2)
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert open(path).read() == "".join(lines[:3]) and not os.path.exists(path + ".tmp")
+    checkpoint.truncate_log(path, 2)
+    assert open(path).read() == "".join(lines[:3])
+
+
+BAD_FLAGS = [("--batch-size", "0"), ("--num-generations", "1"), ("--num-iterations", "0"),
+             ("--steps", "-1"), ("--save-every", "0"), ("--eval-n", "0"), ("--micro-batch-size", "0"),
+             ("--max-completion-length", "0"), ("--temperature", "0"), ("--top-k", "0"),
+             ("--max-words", "0"), ("--top-p", "0"), ("--size", "2")]
+
+
+@pytest.mark.parametrize("flag,value", BAD_FLAGS)
+def test_a_bad_flag_is_one_clear_error(flag, value, capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args([flag, value])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{flag} is " in err and "must be" in err
+
+
+def make_run(tmp_path, args=None, checkpoint_folder=False):
+    run = tmp_path / "run"
+    os.makedirs(run / "checkpoint" if checkpoint_folder else run)
+    (run / "args.json").write_text(json.dumps(args or {"batch_size": 2}))
+    (run / "log.jsonl").write_text('{"step": 0}\n')
+    return run
+
+
+def test_nothing_is_written_when_the_model_cannot_load(tmp_path):
+    run = make_run(tmp_path)
+    with pytest.raises(SystemExit, match="not a model"):
+        train.main(["--out", str(run), "--model", str(tmp_path)])
+    assert json.loads((run / "args.json").read_text()) == {"batch_size": 2}
+    assert (run / "log.jsonl").read_text() == '{"step": 0}\n'
+
+
+def test_a_bad_flag_with_resume_is_not_saved(tmp_path):
+    run = make_run(tmp_path, dict(vars(train.parse_args([]))))
+    before = (run / "args.json").read_text()
+    with pytest.raises(SystemExit):
+        train.main(["--resume", str(run), "--batch-size", "0"])
+    assert (run / "args.json").read_text() == before
+
+
+def test_an_existing_run_is_not_overwritten_without_resume(tmp_path):
+    run = make_run(tmp_path, checkpoint_folder=True)
+    with pytest.raises(SystemExit, match=f"continue it with --resume {run}"):
+        train.main(["--out", str(run)])
+    assert (run / "log.jsonl").read_text() == '{"step": 0}\n'
+    with pytest.raises(SystemExit, match="is a file"):
+        train.main(["--out", str(run / "log.jsonl")])
+
+
+def test_a_batch_larger_than_the_training_set_is_refused(tmp_path):
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text('{"question": "Who?", "answers": ["A"]}\n')
+    with pytest.raises(SystemExit, match="more than the 1 training questions"):
+        train.main(["--train-questions", str(qs), "--test-questions", str(qs), "--out", str(tmp_path / "o")])
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_task_flags_of_a_run_do_not_leak_into_the_other_task(tmp_path):
+    run = make_run(tmp_path, {"env": "search", "prefill": "<reasoning>", "top_k": 3}, checkpoint_folder=True)
+    ours, args = evaluate.parse_args(["--env", "sokoban", "--model", str(run / "checkpoint")])
+    assert args.env == "sokoban" and args.prefill == "<answer>"
+    ours, args = evaluate.parse_args(["--model", str(run / "checkpoint")])
+    assert args.env == "search" and args.prefill == "<reasoning>" and args.top_k == 3
+
+
+def test_a_per_role_checkpoint_on_search_names_the_problem(tmp_path):
+    for role in ("planner", "executor"):
+        os.makedirs(tmp_path / "ckpt" / role)
+    args = train.parse_args([])
+    with pytest.raises(SystemExit, match="per-role Sokoban run"):
+        evaluate.load_policy(str(tmp_path / "ckpt"), args, "cpu")
+
+
+def test_a_dead_retrieval_server_stops_the_run_before_it_starts(tmp_path):
+    with pytest.raises(SystemExit, match="start the retrieval server or drop --retriever-url"):
+        train.main(["--retriever-url", "http://127.0.0.1:9", "--out", str(tmp_path / "o")])
+    assert not os.path.exists(tmp_path / "o")
