@@ -44,9 +44,11 @@ def flags(model, steps):
             "--micro-batch-size", "2", "--learning-rate", "1e-3", "--warmup-steps", "1", "--bf16", "false"]
 
 
-def start(argv):
+def start(argv, err):
+    """train.py in a new process; its errors go to the file err (a pipe nobody reads would fill
+    up with progress bars and stop the run)."""
     return subprocess.Popen([sys.executable, os.path.join(HERE, "train.py"), *argv],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=HERE)
+                            stdout=subprocess.DEVNULL, stderr=err, cwd=HERE)
 
 
 WAIT_FOR = {"tmp": "checkpoint.tmp", "old": "checkpoint.old", "truncation": "log.jsonl.tmp"}
@@ -91,18 +93,22 @@ def main():
         model, full, killed = (os.path.join(tmp, n) for n in ("model", "full", "killed"))
         tiny_model(model)
         t0 = time.time()
-        assert start(flags(model, args.steps) + ["--out", full]).wait() == 0, "the uninterrupted run failed"
-        print(f"uninterrupted run: {time.time() - t0:.0f} s")
+        err = open(os.path.join(tmp, "stderr.txt"), "w+")
+        assert start(flags(model, args.steps) + ["--out", full], err).wait() == 0, "the uninterrupted run failed"
+        print(f"uninterrupted run: {time.time() - t0:.0f} s", flush=True)
         kills, resumes, seen = 0, 0, []
         argv = flags(model, args.steps) + ["--out", killed]
         while True:
-            proc = start(argv)
+            err.seek(0)
+            err.truncate()
+            proc = start(argv, err)
             how = ("random", "tmp", "early", "old", "truncation")[kills % 5]
             what = kill_when(proc, killed, how, rng) if kills < args.kills else None
             if what is None:
                 code = proc.wait()
                 if code != 0:
-                    raise SystemExit(f"a resume failed (exit {code}): {proc.stderr.read().decode()[-2000:]}")
+                    err.seek(0)
+                    raise SystemExit(f"a resume failed (exit {code}): {err.read()[-2000:]}")
                 break
             kills += 1
             seen.append(what)

@@ -95,3 +95,16 @@ def test_token_broadcast_and_loss_mask():
     assert adv == [0, 0, 0.5, 0.5, 0, -2.0]
     assert mask == [0, 0, 1, 1, 0, 1]  # environment tokens carry no loss
     assert token_advantages([0, 0], [1.0]) == ([0.0, 0.0], [0, 0])  # no model token at all
+
+
+def test_an_episode_without_a_tool_result_keeps_the_turn_level_form():
+    """A decision pinned: the MT-GRPO reference code gives an episode with no tool result the
+    merged norm(R^T + R^O) on all its tokens; this code keeps the paper's formula for every
+    episode. G = 2: episode a searched (R^T 0.7, R^O 1.0), episode b answered at once (R^T 0,
+    R^O 0.5; its only turn is turn 1).
+      norm(R^T) = [0.35, -0.35] / (0.494975 + 1e-4) = [0.706964, -0.706964]
+      norm(R^O) = [0.25, -0.25] / (0.353553 + 1e-4) = [0.706908, -0.706908]
+      b's turn-1 tokens: A_1 = -1.413871   (merged, as the reference: norm([1.7, 0.5]) = -0.707024)"""
+    A = turn_advantages(torch.tensor([[[0.7], [0.0]]]), torch.tensor([[1.0, 0.5]]), "mt")
+    adv, mask = token_advantages([0, 0, 1, 1], A[0, 1].tolist())  # prompt, then b's turn-1 tokens
+    assert adv == pytest.approx([0, 0, -1.413871, -1.413871], abs=1e-6) and mask == [0, 0, 1, 1]
