@@ -12,6 +12,7 @@ retrieval benchmark.
 """
 import argparse
 import hashlib
+import os
 import random
 import re
 import sys
@@ -20,6 +21,8 @@ import time
 from env_search import (BM25Retriever, format_result, load_corpus_jsonl, load_wiki_corpus, read_jsonl,
                         tokenize, truncate_words)
 
+HUMAN_QUESTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                               "human_questions.jsonl")
 QUESTION_TEMPLATE = 'Which Wikipedia article is this about: "{clue}"?'
 BLANK = "___"
 
@@ -113,6 +116,13 @@ def load_qa_jsonl(path):
             for r in records]
 
 
+def load_titled_qa_jsonl(path):
+    """load_qa_jsonl for records that also name the "title" of the article that answers them."""
+    return [{"question": r["question"], "answers": [a for a in r["answers"] if a.strip()],
+             "title": r["title"]}
+            for r in read_jsonl(path, {"question": str, "answers": list, "title": str}, _qa_problem)]
+
+
 def train_test_questions(train_path="", test_path="", corpus_path=""):
     """(train, test) questions: the user's two JSONL files, or the questions generated from the
     corpus (a JSONL of {title, text}, or the bundled Wikipedia), split by article. ValueError
@@ -150,8 +160,20 @@ def show(train, test, n, seed):
             print(f"  {q['question']}\n    answers: {' | '.join(q['answers'])}")
 
 
-def bench(seed=0):
-    """Index build time, 1,000 searches, and how often the raw test question finds its answer."""
+def recall(retriever, questions, ks=(1, 3)):
+    """{k: (share whose article is in the top k, share with an answer alias in the shown result)}
+    with each raw question as the query."""
+    top = [retriever.search(q["question"], max(ks)) for q in questions]
+    return {k: (sum(q["title"] in [h["title"] for h in hits[:k]] for q, hits in zip(questions, top))
+                / len(questions),
+                sum(any(a.lower() in format_result(hits[:k]).lower() for a in q["answers"])
+                    for q, hits in zip(questions, top)) / len(questions))
+            for k in ks}
+
+
+def bench(seed=0, human_path=HUMAN_QUESTIONS):
+    """Index build time, 1,000 searches, and how often the raw question finds its answer: the
+    generated test clues, and the human-written questions of human_path."""
     start = time.perf_counter()
     docs = load_wiki_corpus()
     loaded = time.perf_counter()
@@ -165,14 +187,12 @@ def bench(seed=0):
     for q in (test + train)[:1000]:
         retriever.search(q["question"], 3)
     print(f"1000 searches (k=3): {time.perf_counter() - start:.2f} s")
-    top3 = [retriever.search(q["question"], 3) for q in test]
-    for k in (1, 3):
-        found = sum(q["title"] in [h["title"] for h in hits[:k]]
-                    for q, hits in zip(test, top3)) / len(test)
-        shown = sum(any(a.lower() in format_result(hits[:k]).lower() for a in q["answers"])
-                    for q, hits in zip(test, top3)) / len(test)
-        print(f"raw test question as the query, k={k}: article in the top {k} {100 * found:.1f}%, "
-              f"an answer alias in the shown result {100 * shown:.1f}%")
+    human = load_titled_qa_jsonl(human_path)
+    for name, questions in (("raw test question", test),
+                            (f"human question ({len(human)})", human)):
+        for k, (found, shown) in recall(retriever, questions).items():
+            print(f"{name} as the query, k={k}: article in the top {k} {100 * found:.1f}%, "
+                  f"an answer alias in the shown result {100 * shown:.1f}%")
 
 
 def main(argv=None):
@@ -186,7 +206,8 @@ def main(argv=None):
                         help="print N random train and N random test questions with answers")
     action.add_argument("--bench", action="store_true",
                         help="time the BM25 index and searches, and measure how often the raw "
-                             "test question, used as the query, finds its article")
+                             "test question, used as the query, finds its article (generated "
+                             "test clues and data/human_questions.jsonl)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the clues, the split and the samples (default 0)")
     args = parser.parse_args(argv)

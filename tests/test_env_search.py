@@ -422,3 +422,11 @@ def test_cli_probe_prints_titles_and_scores(tmp_path, stub):
     assert out.returncode == 0 and "12.500  Paris" in out.stdout
     out = run_cli("--retriever-url", stub + "/fail", "--json", "capital")
     assert out.returncode == 1 and out.stdout == "[]\n" and "Error:" in out.stderr
+
+
+def test_a_search_with_no_hits_is_a_successful_tool_call_as_in_the_reference(capitals):
+    """A decision pinned (docs/reference-code.md): the tool ran, so it earns the tool-execution
+    reward, as the MT-GRPO code counts "No relevant Wikipedia content found." a success."""
+    env = es.SearchEnv("Q", ["A"], capitals)
+    assert env.step(CALL % "zzz") == "<result>\nNo results found.\n</result>"
+    assert rewards.tool_execution_reward(env.completion) == 0.2

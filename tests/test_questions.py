@@ -141,16 +141,28 @@ def test_bench_reports_index_counts_speed_and_recall(wiki, questions, capsys):
     qs.bench(seed=0)
     lines = capsys.readouterr().out.splitlines()
     docs, retriever = wiki
-    assert len(lines) == 5
+    assert len(lines) == 7
     assert lines[0].startswith(f"{len(docs)} documents loaded in ")
     assert f"({len(retriever.vocab)} terms, {len(retriever.doc_ids)} postings)" in lines[0]
     assert lines[1] == qs.counts(docs, *qs.split_by_article(questions, seed=0), seed=0)
     assert re.fullmatch(r"1000 searches \(k=3\): [\d.]+ s", lines[2])
-    for k, line in zip((1, 3), lines[3:]):
-        found, shown = map(float, re.fullmatch(
-            rf"raw test question as the query, k={k}: article in the top {k} ([\d.]+)%, "
-            r"an answer alias in the shown result ([\d.]+)%", line).groups())
-        assert 50 < found <= shown <= 100
+    human = len(qs.load_titled_qa_jsonl(qs.HUMAN_QUESTIONS))
+    for name, block in (("raw test question", lines[3:5]), (f"human question ({human})", lines[5:7])):
+        for k, line in zip((1, 3), block):
+            found, shown = map(float, re.fullmatch(
+                rf"{re.escape(name)} as the query, k={k}: article in the top {k} ([\d.]+)%, "
+                r"an answer alias in the shown result ([\d.]+)%", line).groups())
+            assert 50 < found <= shown <= 100
+
+
+def test_human_questions_load_and_are_answered_by_their_article(wiki):
+    text_of = {d["title"]: d["text"].lower() for d in wiki[0]}
+    titled = qs.load_titled_qa_jsonl(qs.HUMAN_QUESTIONS)
+    assert len(titled) >= 40
+    assert [{"question": q["question"], "answers": q["answers"]} for q in titled] == \
+        qs.load_qa_jsonl(qs.HUMAN_QUESTIONS)
+    for q in titled:
+        assert any(a.lower() in text_of[q["title"]] for a in q["answers"]), q
 
 
 def test_cli_show_prints_samples_with_answers(questions):
