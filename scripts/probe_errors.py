@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMEOUT = 60  # seconds: a refusal takes a few
 
 
 def probes(tmp):
@@ -57,7 +58,10 @@ def probes(tmp):
 
 def run(command, folder):
     command = [folder if c == "OUT" else c for c in command]
-    p = subprocess.run(command, cwd=HERE, capture_output=True, text=True, timeout=300)
+    try:
+        p = subprocess.run(command, cwd=HERE, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:  # it started training instead of refusing
+        return False, "-", f"still running after {TIMEOUT} s, stopped", os.path.exists(folder) and bool(os.listdir(folder))
     lines = [l for l in (p.stderr or p.stdout).splitlines() if l.strip() and "it/s]" not in l]
     last = lines[-1] if lines else ""
     written = os.path.exists(folder) and bool(os.listdir(folder))

@@ -307,3 +307,14 @@ def test_loading_that_draws_random_numbers_does_not_change_the_run(tmp_path, tin
     assert strip_times(os.path.join(plain, "log.jsonl")) == strip_times(os.path.join(drawn, "log.jsonl"))
     sampled = [open(os.path.join(run, "rollouts", "step_1.jsonl")).read() for run in (plain, drawn)]
     assert sampled[0] == sampled[1]  # the same tokens were sampled
+
+
+def test_the_readme_gpu_command_parses_with_the_reference_settings():
+    """The GPU command of the README takes the MT-GRPO authors' lr, warm-up, mu, clip and
+    temperature (docs/reference-code.md); its flags must all exist and pass their checks."""
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")).read()
+    command = readme[readme.index("python train.py --algo mt --model Qwen/Qwen2.5-0.5B"):].split("```")[0]
+    argv = command.replace("\\\n", " ").split()[2:]
+    args = train.parse_args(argv)
+    assert (args.learning_rate, args.warmup_steps, args.num_iterations, args.max_grad_norm, args.temperature) == \
+        (1e-6, 20, 2, 0.1, 0.9)
