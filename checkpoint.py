@@ -41,23 +41,23 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(out, roles, load_model):
-    """(folder, {role: model}, tokenizer, trainer state) of the newest checkpoint of OUT that
-    reads whole: checkpoint, else checkpoint.old (a crash between the two renames, or a
-    corrupt or truncated file in the newer one)."""
+def load_checkpoint(out, load):
+    """(folder, models, tokenizer, trainer state) of the newest checkpoint of OUT that reads
+    whole: checkpoint, else checkpoint.old (a crash between the two renames, or a corrupt or
+    truncated file in the newer one). load(folder) -> (models, tokenizer)."""
     problems = []
     for folder in (os.path.join(out, "checkpoint"), os.path.join(out, "checkpoint.old")):
         if not os.path.exists(os.path.join(folder, "trainer_state.pt")):
             continue
         try:
             state = torch.load(os.path.join(folder, "trainer_state.pt"), weights_only=False)
-            loaded = {r: load_model(folder if r == "policy" else os.path.join(folder, r)) for r in roles}
+            models, tok = load(folder)
         except (Exception, SystemExit) as e:  # unreadable: try the previous checkpoint
             problems.append(f"{folder}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
             continue
         if problems:
             print(f"skipped an unreadable checkpoint ({problems[0]}); resuming from {folder}")
-        return folder, {r: m for r, (m, _) in loaded.items()}, next(iter(loaded.values()))[1], state
+        return folder, models, tok, state
     raise SystemExit(f"--resume {out}: no readable checkpoint in that folder"
                      + (f" ({'; '.join(problems)})" if problems else " yet (the first save is at step --save-every)"))
 

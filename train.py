@@ -124,9 +124,11 @@ def update(models, ref, optimizers, samples, args):
             "t_update": time.time() - t0}
 
 
-def load_models(roles, name, device):
-    """({role: model}, tokenizer): the same starting model for every role."""
-    loaded = {r: load_model(name, device) for r in roles}
+def load_models(roles, path, device, subfolders=False):
+    """({role: model}, tokenizer): every role from `path`, or each from path/ROLE (a per-role
+    checkpoint)."""
+    loaded = {r: load_model(os.path.join(path, r) if subfolders and r != "policy" else path, device)
+              for r in roles}
     return {r: m for r, (m, _) in loaded.items()}, next(iter(loaded.values()))[1]
 
 
@@ -145,7 +147,8 @@ def main(argv=None):
     rng, start, history = random.Random(args.seed), 0, []
     roles = env_sokoban.ROLES if args.policy == "per-role" else ("policy",)
     if args.resume:
-        ckpt, models, tok, state = checkpoint.load_checkpoint(args.out, roles, lambda p: load_model(p, device))
+        ckpt, models, tok, state = checkpoint.load_checkpoint(
+            args.out, lambda folder: load_models(roles, folder, device, subfolders=True))
     else:
         (models, tok), ckpt = load_models(roles, args.model, device), None
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None

@@ -27,7 +27,7 @@ def saved(tmp_path, tiny_model_dir):
 
 
 def load(out):
-    return checkpoint.load_checkpoint(out, ("policy",), lambda p: load_model(p, "cpu"))
+    return checkpoint.load_checkpoint(out, lambda folder: train.load_models(("policy",), folder, "cpu"))
 
 
 def test_a_half_deleted_old_checkpoint_does_not_stop_later_saves(saved):
