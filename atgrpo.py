@@ -20,6 +20,7 @@ Environments need: roles, turn (turns completed), done, copy(), messages(role), 
 (prompt_ids, response_ids, text) per prompt, routed to that role's model. Turns are numbered from
 1 as in the paper.
 """
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -89,19 +90,25 @@ class Turn:
     reward: float
 
 
-def parallel_rollout(envs, sample):
+def parallel_rollout(envs, sample, shown=None):
     """Play every environment to the end with one answer per agent and turn, no branching.
-    Returns each environment's list of Turns (its trajectory) and the final environments."""
-    trajectories = [[] for _ in envs]
+    Returns each environment's list of Turns (its trajectory) and the final environments.
+    shown (the board ablation): environment i's prompts come from shown[i], another level that
+    takes the same answers (and starts over when it is solved), so the policy never sees its
+    own board."""
+    trajectories, shown = [[] for _ in envs], list(shown or envs)
     while any(not e.done for e in envs):
         for role in envs[0].roles:
             active = [i for i, e in enumerate(envs) if not e.done]
             if not active:
                 break
-            outs = sample(role, [envs[i].messages(role) for i in active])
+            outs = sample(role, [shown[i].messages(role) for i in active])
             for i, candidate in zip(active, outs):
                 turn = envs[i].turn + 1
                 trajectories[i].append(Turn(role, turn, candidate, envs[i].act(role, candidate[2])))
+                if shown[i] is not envs[i] and not envs[i].done:
+                    shown[i].act(role, candidate[2])
+                    shown[i] = shown[i].restart() if shown[i].solved else shown[i]
     return trajectories, envs
 
 
@@ -124,11 +131,16 @@ def to_sample(candidate, advantage, role, turn, rewards, group):
 
 
 # ---------------------------------------------------------------- training on Sokoban
+def make_level(seed, args):
+    """A seeded level with the curriculum knobs (room size, boxes, reverse steps, solution length)."""
+    return env_sokoban.level_for(seed, args.size, args.boxes, args.reverse_steps,
+                                 solution=(args.min_solution, args.max_solution or None))
+
+
 def make_tasks(seeds, args):
-    """Seeded levels with the curriculum knobs (room size, boxes, reverse steps, turn limit)."""
-    return [env_sokoban.SokobanTask(env_sokoban.level_for(s, args.size, args.boxes, args.reverse_steps),
-                                    args.max_turns, args.team_alpha, planner=not args.single_agent)
-            for s in seeds]
+    """One SokobanTask per seed, with the task's knobs (turns, moves per turn, team reward)."""
+    return [env_sokoban.SokobanTask(make_level(s, args), args.max_turns, args.team_alpha, not args.single_agent,
+                                    args.moves_per_turn, args.team_reward, args.positions) for s in seeds]
 
 
 def rollout_samples(seeds, sample, args):
@@ -160,6 +172,30 @@ def episode_metrics(played, final):
 
 
 def evaluate(sample, seeds, args):
-    """Play the levels with one answer per agent and turn (greedy in train.py's evaluation)."""
+    """Play the levels with one answer per agent and turn (greedy in train.py's evaluation), then
+    the three checks that a constant answer cannot pass:
+      best_constant_success   the best success of one fixed answer played on every level
+                              (env_sokoban.constant_successes), the policy's 3 commonest included;
+      board_ablation_success  success when every prompt shows another level's board
+                              (level i sees level i+1's): a policy that reads the board drops;
+      distinct_answers        how many different answer sequences the policy played (distinct)."""
     trajectories, final = parallel_rollout(make_tasks(seeds, args), sample)
-    return episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
+    log = episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
+    decoys = make_tasks(seeds[1:] + seeds[:1], args)
+    log["board_ablation_success"] = episode_metrics([], parallel_rollout(make_tasks(seeds, args), sample, decoys)[1])["success"]
+    answers = Counter("".join(t.answers).replace("-", "") for t in final)
+    levels, budget = tuple(make_level(s, args) for s in seeds), args.max_turns * args.moves_per_turn
+    commonest = tuple(a for a, _ in answers.most_common(3) if a)
+    constants = env_sokoban.constant_successes(levels, budget)  # cached: the same test levels every time
+    if commonest:
+        constants = {**constants, **env_sokoban.constant_successes(levels, budget, commonest)}
+    log["best_constant_success"] = max(constants.values())
+    log["distinct_answers"] = distinct(t.answers for t in final)
+    return log
+
+
+def distinct(sequences):
+    """How many different answer sequences; one that begins another counts with it (a level
+    solved early stops its answers: R and R R are one answer, R played again and again)."""
+    unique = set(sequences)
+    return sum(not any(o[:len(s)] == s and o != s for o in unique) for s in unique)

@@ -3,6 +3,7 @@
     python compare.py --env search  --out runs/cmp-search  -- --steps 30 --eval-every 10
     python compare.py --env sokoban --out runs/cmp-sokoban --jobs 2 -- --steps 24 --num-generations 4
     python compare.py --env search  --out runs/cmp-search  --report-only
+    python compare.py --env sokoban --out runs/seeds --seeds 0 1 2 -- --steps 60   # OUT/ALGO-sSEED
 
 --env search runs the three estimators of the MT-GRPO paper (Zeng et al. 2025, arXiv 2505.11821),
 whose training curves and results table set GRPO-OR (outcome reward only) against GRPO-MR (turn
@@ -12,6 +13,8 @@ sampling (Zhao et al. 2025, arXiv 2510.11062) against standard GRPO grouping (on
 trajectories per level). Each algorithm runs `train.py --algo A --out OUT/A` with the flags after
 `--`, identical for all. A run that already reached --steps is kept, one with a checkpoint is
 resumed (`train.py --resume`), so a comparison can span sessions; --steps may grow between calls.
+With --seeds each algorithm runs once per seed (OUT/ALGO-sSEED, `--seed SEED`), and the report
+gives the mean over seeds with the lowest and highest in brackets, and the plot a band.
 OUT/results.md gets the table, OUT/compare.png the curves (matplotlib: requirements-plot.txt).
 """
 import argparse
@@ -32,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO"}
 ORDER = {"search": ("or", "mr", "mt"), "sokoban": ("grpo", "at")}  # baselines first
 PLOT = {"search": ["tool_execution_rate", "exact_match_rate", "reward"],
-        "sokoban": ["success", "reward_executor", "reward_planner"]}
+        "sokoban": ["success", "best_constant_success", "board_ablation_success"]}
 NOTE = {"search": "Training metrics are means over the G sampled rollouts of a step; the evaluation is "
                   "greedy, on the first --eval-n test questions.",
         "sokoban": "Training metrics are not like for like: AT-GRPO's episodes continue from the best of "
@@ -86,29 +89,35 @@ def execute(cmd, out_file, threads, echo):
     return proc.wait(), time.time() - t0
 
 
-def run_all(env, out, flags, jobs):
+def run_folders(out, algo, seeds):
+    """{seed: run folder} of one algorithm: OUT/ALGO, or OUT/ALGO-sSEED per seed."""
+    return {s: os.path.join(out, f"{algo}-s{s}") for s in seeds} if seeds else {None: os.path.join(out, algo)}
+
+
+def run_all(env, out, flags, jobs, algos, seeds):
     """Check every run folder first (a mismatch stops before any compute), then run the rest."""
-    for bad in ("--algo", "--out", "--resume", "--env"):
+    for bad in ("--algo", "--out", "--resume", "--env") + (("--seed",) if seeds else ()):
         if any(f == bad or f.startswith(bad + "=") for f in flags):
-            raise SystemExit(f"{bad} is set by compare.py; give --env and --out before the --")
+            raise SystemExit(f"{bad} is set by compare.py; give --env, --out and --seeds before the --")
     todo = []
-    for algo in ORDER[env]:
-        run = os.path.join(out, algo)
-        state = plan(run, train.parse_args(["--env", env, *flags, "--algo", algo, "--out", run]))
-        print(f"{NAMES[algo]:>8}: {state}")
-        if state != "done":
-            todo.append((algo, command(env, algo, run, flags, state)))
+    for algo in algos:
+        for seed, run in run_folders(out, algo, seeds).items():
+            mine = flags + (["--seed", str(seed)] if seeds else [])
+            state = plan(run, train.parse_args(["--env", env, *mine, "--algo", algo, "--out", run]))
+            print(f"{os.path.basename(run):>10}: {state}")
+            if state != "done":
+                todo.append((os.path.basename(run), command(env, algo, run, mine, state)))
     os.makedirs(out, exist_ok=True)
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else 0
     if jobs > 1 and todo:
         print(f"{len(todo)} runs, {jobs} at a time, {threads} threads each; output in {out}/ALGO.out")
 
     def one(item):
-        algo, cmd = item
-        print(f"{NAMES[algo]:>8}: {shlex.join(cmd)}", flush=True)
-        code, seconds = execute(cmd, os.path.join(out, algo + ".out"), threads, echo=jobs == 1)
+        name, cmd = item
+        print(f"{name:>10}: {shlex.join(cmd)}", flush=True)
+        code, seconds = execute(cmd, os.path.join(out, name + ".out"), threads, echo=jobs == 1)
         result = "finished" if code == 0 else f"FAILED (exit {code})"
-        print(f"{NAMES[algo]:>8}: {result} after {duration(seconds)}", flush=True)
+        print(f"{name:>10}: {result} after {duration(seconds)}", flush=True)
         return code
     with ThreadPoolExecutor(jobs) as pool:
         return [a for (a, _), code in zip(todo, pool.map(one, todo)) if code]
@@ -150,37 +159,58 @@ def table(head, rows):
     return [f"| {' | '.join(map(str, r))} |" for r in [head, ["---"] * len(head), *rows]]
 
 
-def report(env, out):
+def over_seeds(values):
+    """One table cell: the value, or with several seeds their mean (lowest–highest); — if none."""
+    values = [v for v in values if v is not None]
+    if len(values) <= 1:
+        return f"{values[0]:.3f}" if values else "—"
+    return f"{np.mean(values):.3f} ({min(values):.3f}–{max(values):.3f})"
+
+
+def report(env, out, algos=None, seeds=()):
     """OUT/results.md (also printed): greedy evaluations, training means, each run's command and time."""
-    rows, algos = train.TABLE[env], ORDER[env]
+    rows, algos = train.TABLE[env], algos or ORDER[env]
     keys = [k for k, _ in rows]
-    runs = {a: summary(os.path.join(out, a), keys) for a in algos}
-    fmt = lambda x: "—" if x is None else f"{x:.3f}"
-    evals = [(a, e) for a in algos for e in runs[a]["evals"]]  # (algo, first eval), (algo, last eval)
-    lines = [f"# {' vs '.join(NAMES[a] for a in algos)} ({env})", ""]
-    lines += table(["greedy eval on test", *(f"{NAMES[a]} step {e['step']}" for a, e in evals)],
-                   [[label, *(fmt(e.get("eval_" + k)) for _, e in evals)] for k, label in rows])
-    lines += [""] + table(["training mean (sampled), last third", *(NAMES[a] + runs[a]["span"] for a in algos)],
-                          [[label, *(fmt(runs[a]["train"].get(k)) for a in algos)] for k, label in rows])
-    lines += ["", "Rates are fractions of the maximum; rewards are in reward units."]
+    runs = {a: [summary(r, keys) for r in run_folders(out, a, seeds).values()] for a in algos}
+    n = f" ({len(seeds)} seeds)" if seeds else ""
+    evals = [(a, i) for a in algos for i in range(max(len(r["evals"]) for r in runs[a]))]  # (algo, 0: first, 1: last eval)
+    step = lambda a, i: "/".join(sorted({str(r["evals"][i]["step"]) for r in runs[a] if len(r["evals"]) > i}))
+    lines = [f"# {' vs '.join(NAMES[a] for a in algos)} ({env}){n}", ""]
+    lines += table(["greedy eval on test", *(f"{NAMES[a]} step {step(a, i)}" for a, i in evals)],
+                   [[label, *(over_seeds([r["evals"][i].get("eval_" + k) for r in runs[a] if len(r["evals"]) > i])
+                              for a, i in evals)] for k, label in rows])
+    lines += [""] + table(["training mean (sampled), last third", *(NAMES[a] + runs[a][0]["span"] for a in algos)],
+                          [[label, *(over_seeds([r["train"].get(k) for r in runs[a]]) for a in algos)]
+                           for k, label in rows])
+    lines += ["", "Rates are fractions of the maximum; rewards are in reward units." +
+              (" With several seeds: mean (lowest–highest)." if seeds else "")]
     lines += ["", NOTE[env], ""] + table(
         ["run", "last step", "train + eval time", "command"],
-        [[NAMES[a], r["last_step"], r["time"], r["command"]] for a, r in runs.items()])
+        [[NAMES[a] + ("" if s is None else f" seed {s}"), r["last_step"], r["time"], r["command"]]
+         for a in algos for s, r in zip(run_folders(out, a, seeds), runs[a])])
     text = "\n".join(lines) + "\n"
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(text)
     print("\n" + text)
-    plot(env, out, algos)
+    plot(env, out, algos, seeds)
+
+
+def by_step(logs, key):
+    """[(step, [value of each log])] for the steps where every log has `key`."""
+    found = [{l["step"]: l[key] for l in log if key in l} for log in logs if log]
+    common = sorted(set.intersection(*(set(f) for f in found))) if found else []
+    return [(s, [f[s] for f in found]) for s in common]
 
 
 def moving_average(values, width=5):
     return [float(np.mean(values[max(0, i - width + 1):i + 1])) for i in range(len(values))]
 
 
-def plot(env, out, algos):
+def plot(env, out, algos, seeds=()):
     """OUT/compare.png: one panel per metric, x = step; per algorithm the greedy evaluations
-    (markers) and the sampled training metric (thin line, trailing mean over 5 steps)."""
+    (markers; with seeds their mean and a band from the lowest to the highest) and the sampled
+    training metric (thin line, trailing mean over 5 steps, mean over seeds)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -191,14 +221,16 @@ def plot(env, out, algos):
     keys = PLOT[env]
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
     for i, a in enumerate(algos):
-        log, color = read_log(os.path.join(out, a)), f"C{i}"
+        logs, color = [read_log(r) for r in run_folders(out, a, seeds).values()], f"C{i}"
         for ax, k in zip(axes[0], keys):
-            ev = [(l["step"], l["eval_" + k]) for l in log if "eval_" + k in l]
-            tr = [(l["step"], l[k]) for l in log if k in l]
+            ev, tr = by_step(logs, "eval_" + k), by_step(logs, k)
             if ev:
-                ax.plot(*zip(*ev), "o-", color=color, label=f"{NAMES[a]} greedy eval")
+                steps, values = zip(*ev)
+                ax.plot(steps, [np.mean(v) for v in values], "o-", color=color, label=f"{NAMES[a]} greedy eval")
+                if len(logs) > 1:
+                    ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], color=color, alpha=0.2)
             if tr:
-                ax.plot([s for s, _ in tr], moving_average([v for _, v in tr]), "-", lw=0.8,
+                ax.plot([s for s, _ in tr], moving_average([np.mean(v) for _, v in tr]), "-", lw=0.8,
                         alpha=0.6, color=color, label=f"{NAMES[a]} training (5-step mean)")
     for ax, k in zip(axes[0], keys):
         ax.set(title=k, xlabel="step")
@@ -216,21 +248,26 @@ def main(argv=None):
     flags = argv[argv.index("--") + 1:] if "--" in argv else []
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="compare.py --env {search,sokoban} --out DIR [--jobs N] [--report-only] [-- TRAIN_FLAGS...]")
+        usage="compare.py --env {search,sokoban} --out DIR [--jobs N] [--seeds S ...] [--algos A ...] "
+              "[--report-only] [-- TRAIN_FLAGS...]")
     p.add_argument("--env", choices=sorted(ORDER), required=True)
     p.add_argument("--out", required=True, help="one run folder per algorithm, results.md, compare.png")
     p.add_argument("--jobs", type=int, default=1, help=(
         "algorithms run at once (default 1). Parallel runs share the CPU cores: each gets "
         "OMP_NUM_THREADS = cores // jobs, and its output goes only to OUT/ALGO.out"))
     p.add_argument("--report-only", action="store_true", help="run nothing; report on the run folders as they are")
+    p.add_argument("--seeds", type=int, nargs="+", default=[], help="one run per seed: OUT/ALGO-sSEED")
+    p.add_argument("--algos", nargs="+", help="only these algorithms (default: all of the paper's)")
     args, extra = p.parse_known_args(argv[:len(argv) - len(flags) - ("--" in argv)])
     if extra:
         p.error(f"unrecognized arguments: {' '.join(extra)} (train.py's flags go after --)")
-    failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs))
-    report(args.env, args.out)
+    algos = args.algos or ORDER[args.env]
+    if set(algos) - set(ORDER[args.env]):
+        p.error(f"--algos: choose from {' '.join(ORDER[args.env])} for --env {args.env}")
+    failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs), algos, args.seeds)
+    report(args.env, args.out, algos, args.seeds)
     if failed:
-        raise SystemExit(f"failed: {', '.join(NAMES[a] for a in failed)} (see {args.out}/ALGO.out); "
-                         "the same command resumes")
+        raise SystemExit(f"failed: {', '.join(failed)} (see {args.out}/NAME.out); the same command resumes")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
+import env_sokoban
 import mtgrpo
 from policy import BUNDLED
 
@@ -38,7 +39,7 @@ class Args:
     loss_type: str = flag("token", "token: mean over all tokens of the step; seq: mean of sequence means")
     alpha: float = flag(1.0, "MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...")
     max_grad_norm: float = flag(1.0, "gradient-norm clip")
-    micro_batch_size: int = flag(2, "sequences per forward/backward (peak memory); sokoban: use K")
+    micro_batch_size: int = flag(2, "sequences per forward/backward (peak memory)")
     temperature: float = flag(1.0, "sampling temperature (log-probs use the same)")
     top_p: float = flag(1.0, "nucleus sampling")
     hf_generate: bool = flag(False, "sample with transformers' generate (the slower reference path)")
@@ -50,11 +51,16 @@ class Args:
     corpus: str = flag("", "search: JSONL of {title, text} instead of the bundled Wikipedia")
     train_questions: str = flag("", "search: JSONL of {question, answers} to train on")
     test_questions: str = flag("", "search: JSONL of {question, answers} to evaluate on")
-    size: int = flag(5, "sokoban: room size including the wall border")
+    size: int = flag(7, "sokoban: room size including the wall border")
     boxes: int = flag(1, "sokoban: boxes per level")
-    reverse_steps: int = flag(4, "sokoban: difficulty, moves of reverse play from the solved state")
-    max_turns: int = flag(2, "sokoban: turns per episode")
+    reverse_steps: int = flag(10, "sokoban: moves of reverse play from the solved state")
+    min_solution: int = flag(3, "sokoban: levels whose optimal solution is shorter are drawn again")
+    max_solution: int = flag(4, "sokoban: levels whose optimal solution is longer are drawn again (0: no limit)")
+    max_turns: int = flag(4, "sokoban: turns per episode")
+    moves_per_turn: int = flag(1, "sokoban: moves an answer may play (the rest is ignored)")
+    team_reward: str = flag("solver", "sokoban: team progress = drop in optimal moves left (solver) or in box-goal distance")
     team_alpha: float = flag(1.0, "sokoban: agent reward = local + team_alpha * team reward")
+    positions: bool = flag(False, "sokoban: a line of (row, column) coordinates under the board")
     single_agent: bool = flag(False, "sokoban: the executor alone (no planner), a baseline")
     eval_every: int = flag(10, "greedy evaluation on the test split every N steps (0: never)")
     eval_n: int = flag(64, "test questions (or levels) per evaluation")
@@ -89,7 +95,10 @@ CHECKS = [
     ("size", lambda v: v >= 3, "at least 3 (the wall border takes 2)"),
     ("boxes", lambda v: v >= 1, "at least 1"),
     ("reverse_steps", lambda v: v >= 1, "at least 1"),
+    ("min_solution", lambda v: v >= 1, "at least 1"),
+    ("max_solution", lambda v: v >= 0, "0 (no limit) or more"),
     ("max_turns", lambda v: v >= 1, "at least 1"),
+    ("moves_per_turn", lambda v: v >= 1, "at least 1"),
     ("eval_every", lambda v: v >= 0, "0 (never) or more"),
     ("eval_n", lambda v: v >= 1, "at least 1"),
     ("save_every", lambda v: v >= 1, "at least 1"),
@@ -97,6 +106,10 @@ CHECKS = [
 
 
 ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo")}
+# --env sokoban changes these defaults: the setup of docs/results-sokoban.md
+SOKOBAN_DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_completion_length": 8,
+                    "learning_rate": 5e-5, "scale_rewards": "batch", "micro_batch_size": 16,
+                    "eval_every": 10, "save_every": 10}
 
 
 def parse_args(argv=None):
@@ -105,15 +118,17 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     for f in dataclasses.fields(Args):
         kind = (lambda s: s.lower() in ("1", "true", "yes")) if f.type is bool else f.type
+        sokoban = f"; sokoban: {SOKOBAN_DEFAULTS[f.name]!r}" if f.name in SOKOBAN_DEFAULTS else ""
         p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=argparse.SUPPRESS,
-                       help=f"{f.metadata['help']} (default: {f.default!r})")
+                       help=f"{f.metadata['help']} (default: {f.default!r}{sokoban})")
     given, saved = vars(p.parse_args(argv)), {}
     if given.get("resume"):
         path = os.path.join(given["resume"], "args.json")
         if not os.path.exists(path):
             p.error(f"--resume {given['resume']}: no args.json there; give the run folder (--out) of an earlier run")
         saved = json.load(open(path))
-    args = Args(**{**saved, **given})
+    env = given.get("env", saved.get("env", Args.env))
+    args = Args(**{**(SOKOBAN_DEFAULTS if env == "sokoban" else {}), **saved, **given})
     if args.resume:
         args.out = args.resume
     if args.env not in ALGOS:
@@ -128,6 +143,10 @@ def parse_args(argv=None):
         p.error("--policy is shared, or per-role with --env sokoban and two roles (no --single-agent)")
     if args.scale_rewards not in mtgrpo.SCALES:
         p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
+    if args.team_reward not in env_sokoban.TEAM_REWARDS:
+        p.error(f"--team-reward must be one of {', '.join(env_sokoban.TEAM_REWARDS)}, not {args.team_reward!r}")
+    if args.max_solution and args.max_solution < args.min_solution:
+        p.error(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
     if args.loss_type not in ("token", "seq"):
         p.error(f"--loss-type must be token or seq, not {args.loss_type!r}")
     for name, ok, what in CHECKS:

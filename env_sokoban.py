@@ -11,9 +11,15 @@ not in addition); +1 a box pushed onto a goal, -0.5 a box pushed off one; shapin
 goal; +10 for the move that solves. The code's shaping is 0.1 * (0.99 * Phi' - Phi), Phi = -D: we
 drop the 0.99, which pays +0.001 * D for every move that pushes nothing. Its -5 after 200 moves
 is not used: an episode ends after max_turns turns.
+
+The team reward (ours, see docs/sokoban.md) is progress over a turn: with team="solver" (the
+default) the drop in the optimal number of moves left (the solver's), with team="distance" the
+drop in D; +10 when the turn solves the level.
 """
 import argparse
 import copy
+import functools
+import itertools
 import json
 import random
 import re
@@ -28,8 +34,9 @@ SYMBOLS = "# .$*@+"  # wall, floor, goal, box, box on goal, player, player on go
 STEP_REWARD, INVALID_REWARD = -0.01, -0.05  # a move; a blocked move (instead)
 BOX_ON_GOAL_REWARD, BOX_OFF_GOAL_REWARD = 1.0, -0.5
 SHAPING, SOLVE_REWARD = 0.1, 10.0  # times the box-goal distance gained; the solving move
-FORMAT_PENALTY = -0.1  # an answer with no readable moves (ours; the paper's code gives -2 or 0)
-MAX_MOVES = 8          # moves applied per turn; the rest of a longer answer is ignored
+FORMAT_PENALTY = -2.0  # an answer with no readable moves, as the paper's code: below any move's
+# reward, else (at -0.1) a group that holds wrong moves (about -1 each) teaches answering nothing
+TEAM_REWARDS = ("solver", "distance")  # progress = fewer optimal moves left, or smaller D
 ROLES = ("planner", "executor")
 
 
@@ -73,6 +80,12 @@ def render(state):
     height, width = state.shape
     return "\n".join("".join(symbol_at(state, (r, c)) for c in range(width))
                      for r in range(height))
+
+
+def board_text(state):
+    """The board as the model sees it: cells separated by spaces and floor drawn as _, so that
+    every cell is one token of the bundled tokenizer and a column is a fixed token distance."""
+    return "\n".join(" ".join("_" if cell == " " else cell for cell in row) for row in render(state).split("\n"))
 
 
 # ---------------------------------------------------------------- the rules
@@ -120,10 +133,16 @@ def step_reward(before, after):
     return reward + (SOLVE_REWARD if is_solved(after) and not is_solved(before) else 0.0)
 
 
-def team_reward(before, after):
-    """The team's progress over one turn: box-goal distance reduction, +10 if now solved."""
-    solved_now = is_solved(after) and not is_solved(before)
-    return box_distance(before) - box_distance(after) + (SOLVE_REWARD if solved_now else 0.0)
+def team_reward(before, after, team="solver"):
+    """The team's progress over one turn, +10 if now solved. team="solver": optimal moves left
+    before - after (a turn that makes the level unsolvable: -10); "distance": D before - after."""
+    bonus = SOLVE_REWARD if is_solved(after) and not is_solved(before) else 0.0
+    if team == "distance":
+        return box_distance(before) - box_distance(after) + bonus
+    left_before, left_after = moves_left(before), moves_left(after)
+    if left_after is None:
+        return 0.0 if left_before is None else -SOLVE_REWARD
+    return (left_before or 0) - left_after + bonus
 
 
 def play(state, moves):
@@ -179,6 +198,13 @@ def solve(state, max_states=200_000):
     return None
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def moves_left(state):
+    """The length of an optimal solution from `state`, None if it cannot be solved."""
+    solution = solve(state)
+    return None if solution is None else len(solution)
+
+
 # ---------------------------------------------------------------- the generator
 def pull(state, m):
     """A reverse move: the player walks one cell in direction m and a box right behind them,
@@ -193,11 +219,12 @@ def pull(state, m):
     return replace(state, player=ahead)
 
 
-def level_for(seed, size=6, boxes=1, reverse_steps=20, walls=0):
+def level_for(seed, size=6, boxes=1, reverse_steps=20, walls=0, solution=(1, None)):
     """A seeded, solvable level: a size x size room with a wall border and `walls` random inner
     walls; boxes start on their goals, then the player makes `reverse_steps` random pull moves
-    (more steps, harder levels). A level that ends solved is drawn again. Settings that give no
-    level raise ValueError, saying what to change."""
+    (more steps, harder levels). A level that ends solved, or whose optimal solution is shorter
+    than solution[0] or longer than solution[1] (None: no limit) moves, is drawn again.
+    Settings that give no level raise ValueError, saying what to change."""
     inner = max(size - 2, 0) ** 2  # cells inside the wall border
     if min(boxes, reverse_steps) < 1 or walls < 0:
         raise ValueError(f"boxes ({boxes}) and reverse steps ({reverse_steps}) must be at least 1 "
@@ -217,10 +244,16 @@ def level_for(seed, size=6, boxes=1, reverse_steps=20, walls=0):
         state = State(frozenset(border.union(inner_walls)), goals, goals, picked[-1], (size, size))
         for _ in range(reverse_steps):
             state = pull(state, rng.choice("UDLR"))
-        if not is_solved(state):
+        if not is_solved(state) and (solution == (1, None) or in_range(moves_left(state), solution)):
             return state
-    raise ValueError(f"no unsolved level in 1000 tries: raise reverse steps ({reverse_steps}) or "
-                     "give the boxes more room")
+    wanted = "" if solution == (1, None) else f" with an optimal solution of {solution[0]} to {solution[1] or 'any'} moves"
+    raise ValueError(f"no unsolved level{wanted} in 1000 tries: change reverse steps ({reverse_steps}), "
+                     "the room or the solution length")
+
+
+def in_range(n, bounds):
+    low, high = bounds
+    return low <= n and (high is None or n <= high)
 
 
 # ---------------------------------------------------------------- the model's moves
@@ -266,7 +299,7 @@ def parse_moves(text):
 
 # ---------------------------------------------------------------- the two-role task
 RULES = ("Sokoban: push every box onto a goal.\n"
-         "Symbols: # wall, (space) floor, . goal, $ box, * box on a goal, @ you, + you on a goal.\n"
+         "Symbols: # wall, _ floor, . goal, $ box, * box on a goal, @ you, + you on a goal.\n"
          "Moves: U up, D down, L left, R right. Walking into a box pushes it one cell. A box "
          "cannot be pushed into a wall or another box, and boxes can never be pulled. A blocked "
          "move does nothing. A box pushed into a corner off the goals is stuck for good.\n")
@@ -275,9 +308,16 @@ TEAM = ("You are the {} of a team of two: the planner proposes moves, they are t
 SYSTEM_PROMPTS = {"planner": RULES + TEAM.format("planner"),
                   "executor": RULES + TEAM.format("executor"),
                   "solo": RULES + "Your moves are played on the board."}
-ANSWER_FORMAT = (f"Answer with at most {MAX_MOVES} moves inside answer tags: U, D, L or R, "
-                 "for example <answer>L U</answer>.")  # measured: far more varied samples than
-# "..., for example <answer>R R D</answer>." (the README's prompt probe)
+ANSWER_FORMAT = {1: "Answer with one move inside answer tags: U, D, L or R, for example <answer>L</answer>.",
+                 "n": "Answer with at most {} moves inside answer tags: U, D, L or R, for example "
+                      "<answer>L U</answer>."}  # measured: more varied samples than "<answer>R R D</answer>"
+
+
+def positions(state):
+    """The board as coordinates: "Positions (row, column): you (4, 4), boxes (4, 3), goals (3, 3)."."""
+    where = lambda cells: " ".join(f"({r}, {c})" for r, c in sorted(cells))
+    return (f"Positions (row, column): you {where([state.player])}, boxes {where(state.boxes)}, "
+            f"goals {where(state.goals)}.")
 
 
 def status(state, before=None):
@@ -292,22 +332,24 @@ def status(state, before=None):
 class SokobanTask:
     """One level played in turns. Each turn the planner proposes moves, which are played on a
     copy, and the executor, seeing the result, plays moves on the real board; with planner=False
-    (the single-agent baseline) the executor plays alone. The episode ends when the level is
-    solved or after max_turns turns. act(role, text) returns that agent's reward, local + alpha *
-    team, where local is the summed step rewards of its moves and team is team_reward, both over
-    the planner's copy (the real board is untouched) or the executor's real board. An answer
-    without readable moves gets FORMAT_PENALTY (team 0) and a note shown to the next role.
-    All attributes are immutable and messages(role) is a pure function of them, so copies give
-    byte-identical prompts and acting on a copy never changes the original (tree sampling)."""
+    (the single-agent baseline) the executor plays alone. An answer counts up to moves_per_turn
+    moves. The episode ends when the level is solved or after max_turns turns. act(role, text)
+    returns that agent's reward, local + alpha * team, where local is the summed step rewards of
+    its moves and team is team_reward (of kind `team`), both over the planner's copy (the real
+    board is untouched) or the executor's real board. An answer without readable moves gets
+    FORMAT_PENALTY (team 0) and a note shown to the next role. All attributes are immutable and
+    messages(role) is a pure function of them, so copies give byte-identical prompts and acting
+    on a copy never changes the original (tree sampling)."""
 
-    def __init__(self, level, max_turns=4, alpha=1.0, planner=True):
+    def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, team="solver",
+                 positions=False):
         self.level = self.state = level
-        self.max_turns = max_turns
-        self.alpha = alpha
-        self.planner = planner
+        self.max_turns, self.alpha, self.planner = max_turns, alpha, planner
+        self.moves_per_turn, self.team, self.positions = moves_per_turn, team, positions
         self.roles = ROLES if planner else ("executor",)
         self.turn = 0
         self.moves = 0  # moves the executor has played (blocked ones too)
+        self.answers = ()  # the executor's moves of each turn, "-" for an unreadable answer
         self.next_role = self.roles[0]
         self.observation = ""  # what the last act produced, shown to the next role
 
@@ -323,12 +365,19 @@ class SokobanTask:
         """An independent copy: all attributes are immutable, so a shallow copy is a deep one."""
         return copy.copy(self)
 
+    def restart(self):
+        """A copy back at the first board but at the same turn and role (the board ablation)."""
+        again = self.copy()
+        again.state, again.observation = self.level, ""
+        return again
+
     def messages(self, role):
         """The chat messages [system, user] for `role`, who must act next."""
         self._check(role)
         system = SYSTEM_PROMPTS[role if self.planner else "solo"]
-        lines = [f"Turn {self.turn + 1} of {self.max_turns}. The board:", render(self.state),
-                 status(self.state) + ".", self.observation, ANSWER_FORMAT]
+        answer = ANSWER_FORMAT[1] if self.moves_per_turn == 1 else ANSWER_FORMAT["n"].format(self.moves_per_turn)
+        lines = [f"Turn {self.turn + 1} of {self.max_turns}. The board:", board_text(self.state),
+                 positions(self.state) if self.positions else "", status(self.state) + ".", self.observation, answer]
         user = "\n".join(line for line in lines if line)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -337,7 +386,7 @@ class SokobanTask:
         self._check(role)
         moves = parse_moves(text)
         if moves is not None:
-            moves = moves[:MAX_MOVES]
+            moves = moves[:self.moves_per_turn]
         return self._propose(moves) if role == "planner" else self._execute(moves)
 
     def _check(self, role):
@@ -355,9 +404,9 @@ class SokobanTask:
             return FORMAT_PENALTY
         after, local, blocked, _ = play(self.state, moves)
         self.observation = (f"The planner proposes: {' '.join(moves)}\n"
-                            f"Played on a copy of the board, the proposal gives:\n{render(after)}\n"
+                            f"Played on a copy of the board, the proposal gives:\n{board_text(after)}\n"
                             f"{status(after, self.state)}, blocked moves: {blocked}.")
-        return local + self.alpha * team_reward(self.state, after)
+        return local + self.alpha * team_reward(self.state, after, self.team)
 
     def _execute(self, moves):
         """The executor: play the moves on the real board and end the turn."""
@@ -370,9 +419,33 @@ class SokobanTask:
             self.moves += played
             self.observation = (f"Last turn these moves were played: {' '.join(moves)}\n"
                                 f"{status(self.state, before)}, blocked moves: {blocked}.")
+        self.answers += ("".join(moves) if moves else "-",)
         self.turn += 1
         self.next_role = self.roles[0]
-        return local + self.alpha * team_reward(before, self.state)
+        return local + self.alpha * team_reward(before, self.state, self.team)
+
+
+# ---------------------------------------------------------------- constant answers
+CONSTANT_LENGTH = 6  # every move string up to this length: 5,460 fixed answers
+
+
+@functools.lru_cache(maxsize=8)
+def constant_successes(levels, budget, answers=None):
+    """{answer: fraction of `levels` it solves} for every fixed answer, a move string played
+    again and again, whatever the board, until `budget` moves are played or the level is solved:
+    every string up to CONSTANT_LENGTH moves, or only `answers` (a tuple of strings). A policy
+    that does not read the board can do no better than the best of these."""
+    strings = answers or ["".join(p) for n in range(1, CONSTANT_LENGTH + 1) for p in itertools.product("UDLR", repeat=n)]
+    return {s: sum(solves(level, (s * budget)[:budget]) for level in levels) / len(levels) for s in strings}
+
+
+def solves(state, moves):
+    """Do these moves, played in order, solve the level at some point?"""
+    for m in moves:
+        state = move(state, m)
+        if is_solved(state):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- command-line probe

@@ -29,7 +29,8 @@ SEARCH_METRICS = {"tool_execution": "tool_execution", "answer_in_results": "answ
 # run settings that define the task (read from a checkpoint's args.json)
 TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retriever_url", "corpus",
              "train_questions", "test_questions", "max_completion_length", "size", "boxes",
-             "reverse_steps", "max_turns", "team_alpha", "single_agent")
+             "reverse_steps", "min_solution", "max_solution", "max_turns", "moves_per_turn", "team_reward",
+             "team_alpha", "single_agent", "positions")
 
 
 def parse_args(argv):
@@ -38,7 +39,7 @@ def parse_args(argv):
     p.add_argument("--env", choices=["search", "sokoban"], help="default: the run's, else search")
     p.add_argument("--split", choices=["test", "train"], default="test")
     p.add_argument("--n", type=int, default=64, help="questions or levels")
-    p.add_argument("--chunk", type=int, default=16, help="episodes per batched generate")
+    p.add_argument("--chunk", type=int, default=16, help="search: episodes per batched generate (sokoban: all at once)")
     p.add_argument("--sample", action="store_true", help="sample at --temperature instead of greedy")
     p.add_argument("--json", action="store_true", help="end with one JSON line of the metrics")
     ours, rest = p.parse_known_args(argv)
@@ -85,6 +86,7 @@ def evaluation_set(args, split):
 def evaluate(models, tok, args, split, chunk, greedy=True):
     """Mean metrics over the split, `chunk` episodes per call, weighted by chunk size."""
     data, items = evaluation_set(args, split)
+    chunk = len(items) if args.env == "sokoban" else chunk  # its checks compare all levels at once
     totals = {}
     for i in tqdm(range(0, len(items), chunk), desc=f"evaluate {args.env}", unit="chunk"):
         part = items[i:i + chunk]
@@ -107,7 +109,8 @@ def report(metrics, args, ours, n):
         out["reward"] = metrics["reward"]
         print(f"{'total reward (reward units, max 2.6)':<40}{metrics['reward']:>8.3f}")
     else:
-        units = {"success": "rate", "moves": "per level", "turns": "per level", "box_distance": "cells left"}
+        units = {"success": "rate", "best_constant_success": "rate", "board_ablation_success": "rate",
+                 "distinct_answers": "count", "moves": "per level", "turns": "per level", "box_distance": "cells left"}
         for name, unit in units.items():
             out[name] = metrics[name]
             print(f"{f'{name} ({unit})':<40}{metrics[name]:>8.3f}")

@@ -45,7 +45,7 @@ def load_task(args):
     data, level seeds below 10**9 to train on and from 10**9 on to test."""
     try:
         if args.env == "sokoban":
-            env_sokoban.level_for(0, args.size, args.boxes, args.reverse_steps)  # can such a level exist?
+            atgrpo.make_level(0, args)  # can such a level exist?
             return None, range(10 ** 9), [10 ** 9 + i for i in range(args.eval_n)]
         retriever = env_search.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
         if args.retriever_url:
@@ -203,7 +203,9 @@ def main(argv=None):
 TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
                     ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),
                     ("xml_format_rate", "xml format rate")],
-         "sokoban": [("success", "success rate"), ("box_distance", "box-goal distance (cells)"),
+         "sokoban": [("success", "success rate"), ("best_constant_success", "best constant answer's success"),
+                     ("board_ablation_success", "success, another level's board"),
+                     ("distinct_answers", "distinct answer sequences"), ("box_distance", "box-goal distance (cells)"),
                      ("reward_planner", "planner reward"), ("reward_executor", "executor reward")]}
 
 
@@ -211,9 +213,9 @@ def print_table(history, args):
     """First and last evaluation side by side, and the mean of the training metrics."""
     evals, train = [h for h in history if "t_eval" in h], [h for h in history if "t_update" in h]
     if evals:
-        print(f"\n{'greedy eval on test':<28}" + "".join(f"step {e['step']:<7}" for e in (evals[0], evals[-1])))
+        print(f"\n{'greedy eval on test':<34}" + "".join(f"step {e['step']:<7}" for e in (evals[0], evals[-1])))
         for k, label in TABLE[args.env]:
-            print(f"{label:<28}" + "".join(f"{e.get('eval_' + k, float('nan')):<12.3f}" for e in (evals[0], evals[-1])))
+            print(f"{label:<34}" + "".join(f"{e.get('eval_' + k, float('nan')):<12.3f}" for e in (evals[0], evals[-1])))
     if train:
         print(f"\ntraining mean over {len(train)} steps (sampled): " + ", ".join(
             f"{label} {np.mean([h[k] for h in train]):.3f}"

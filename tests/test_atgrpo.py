@@ -145,3 +145,58 @@ def test_scale_rewards_reaches_both_groupings():
     assert tree_samples([], "batch") == []
     one = [[Turn("executor", 1, c, r)] for r in [2.0, 0.0, 5.0, 5.0]]  # K = 2 trajectories of 2 levels
     assert [s.adv[-1] for s in trajectory_samples(one, [0, 1], 2, "none")] == [1.0, -1.0, 0.0, 0.0]
+
+
+def board_in(messages):
+    """The board a prompt shows, parsed back from env_sokoban.board_text."""
+    lines = messages[-1]["content"].split("\n")
+    rows = lines[next(i for i, l in enumerate(lines) if l.endswith("The board:")) + 1:]
+    rows = rows[:next(i for i, l in enumerate(rows) if not l.startswith("#"))]
+    return sk.parse_board([r.replace(" ", "").replace("_", " ") for r in rows])
+
+
+def solver_policy(role, message_lists):
+    """Reads the board of each prompt and answers the first move of an optimal solution."""
+    return [([1], [2], f"<answer>{(sk.solve(board_in(m)) or 'U')[0]}</answer>") for m in message_lists]
+
+
+def constant_policy(role, message_lists):
+    return [([1], [2], "<answer>R</answer>") for _ in message_lists]
+
+
+def test_evaluation_tells_a_board_reader_from_a_constant_answer():
+    from config import parse_args
+    from atgrpo import distinct, evaluate, make_level
+    args = parse_args(["--env", "sokoban"])  # the default curriculum: 3-4 optimal moves, 4 turns of one move
+    seeds = [10 ** 9 + i for i in range(12)]
+    reader = evaluate(solver_policy, seeds, args)
+    assert reader["success"] == 1.0  # it plays an optimal solution on every level
+    assert reader["board_ablation_success"] < 0.5  # shown another level, it plays that level's moves
+    solutions = [sk.solve(make_level(s, args)) for s in seeds]
+    assert reader["distinct_answers"] == distinct(tuple(s) for s in solutions) >= 4
+    levels = tuple(make_level(s, args) for s in seeds)
+    assert reader["best_constant_success"] == max(sk.constant_successes(levels, 4).values())
+    constant = evaluate(constant_policy, seeds, args)
+    right = sum(sk.solves(level, "RRRR") for level in levels) / len(levels)
+    assert constant["success"] == constant["board_ablation_success"] == right  # blind: no change
+    assert constant["distinct_answers"] == 1 and constant["best_constant_success"] >= right
+
+
+def test_distinct_counts_a_sequence_that_begins_another_with_it():
+    from atgrpo import distinct
+    assert distinct([("R",), ("R", "R"), ("R", "R")]) == 1
+    assert distinct([("R",), ("L", "R"), ("R", "U"), ("R", "D")]) == 3
+    assert distinct([]) == 0
+
+
+def test_the_ablation_plays_on_the_real_level_and_restarts_a_solved_decoy():
+    env = sk.SokobanTask(sk.parse_board(["#######", "#@  $.#", "#     #", "#######"]), max_turns=3)  # R R R
+    decoy = sk.SokobanTask(sk.parse_board(["######", "#@$ .#", "#    #", "######"]), max_turns=3)  # R R
+    seen = []
+
+    def reader(role, message_lists):
+        seen.extend(board_in(m) for m in message_lists)
+        return solver_policy(role, message_lists)
+    _, (final,) = parallel_rollout([env], reader, [decoy])
+    assert final.answers == ("R", "R", "R") and final.solved  # the decoy's moves, played on env
+    assert seen[-1] == decoy.level  # the decoy was solved after 2 turns and shown again from its start

@@ -11,9 +11,9 @@ import compare
 import train
 
 
-def make_run(folder, algo, env="search", log=(), checkpoint=None, **flags):
+def make_run(folder, algo, env="search", log=(), checkpoint=None, name=None, **flags):
     """A run folder as train.py leaves it: args.json, log.jsonl, maybe checkpoint/trainer_state.pt."""
-    run = os.path.join(folder, algo)
+    run = os.path.join(folder, name or algo)
     os.makedirs(run, exist_ok=True)
     argv = ["--env", env, "--algo", algo, "--out", run]
     for k, v in flags.items():
@@ -144,3 +144,25 @@ def test_end_to_end_then_extended_on_a_tiny_model(tmp_path, tiny_model_dir):
     text = open(os.path.join(out, "results.md")).read()
     assert "| greedy eval on test | GRPO step 0 | GRPO step 2 | AT-GRPO step 0 | AT-GRPO step 2 |" in text
     assert "| success rate |" in text and "--steps 2" in text
+
+
+def test_seeds_run_one_folder_each_and_report_mean_and_range(tmp_path, monkeypatch):
+    out = str(tmp_path)
+    for seed, final in ((0, 0.25), (1, 0.5), (2, 0.125)):
+        log = [{"step": 0, "eval_success": 0.0, "t_eval": 1.0}, {"step": 4, "success": final, "t_update": 1.0,
+                                                                   "eval_success": final, "t_eval": 1.0}]
+        make_run(out, "at", "sokoban", log=log, name=f"at-s{seed}", seed=seed)
+    calls = []
+    monkeypatch.setattr(compare, "execute", lambda cmd, *a, **k: calls.append(cmd) or (0, 1.0))
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    compare.main(["--env", "sokoban", "--out", out, "--seeds", "0", "1", "2", "--algos", "grpo", "--", "--steps", "4"])
+    assert sorted(c[c.index("--out") + 1] for c in calls) == [os.path.join(out, f"grpo-s{s}") for s in range(3)]
+    assert all(c[-2:] == ["--seed", c[c.index("--out") + 1][-1]] for c in calls)
+    compare.main(["--env", "sokoban", "--out", out, "--seeds", "0", "1", "2", "--algos", "at", "--report-only"])
+    text = open(os.path.join(out, "results.md")).read()
+    # success at step 4: mean of 0.25, 0.5, 0.125 = 0.291667, lowest 0.125, highest 0.5
+    assert "| success rate | 0.000 (0.000–0.000) | 0.292 (0.125–0.500) |" in text
+    assert "| AT-GRPO seed 2 | 4 |" in text and "(3 seeds)" in text
+    with pytest.raises(SystemExit, match="--seed is set by compare.py"):
+        compare.main(["--env", "sokoban", "--out", out, "--seeds", "0", "--", "--seed", "1"])
+    assert compare.by_step([[{"step": 0, "x": 1}, {"step": 2, "x": 3}], [{"step": 2, "x": 5}]], "x") == [(2, [3, 5])]

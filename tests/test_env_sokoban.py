@@ -96,14 +96,57 @@ def test_step_reward_by_hand(rows, m, expected):
     assert es.step_reward(before, es.move(before, m)) == pytest.approx(expected)
 
 
-def test_team_reward_is_distance_reduction_plus_ten_on_solve():
+@pytest.mark.parametrize("team", es.TEAM_REWARDS)
+def test_team_reward_is_progress_plus_ten_on_solve(team):
     walk, push = board(["######", "#@$ .#", "######"]), board(["######", "# @$.#", "######"])
-    solved = board(["######", "#  @*#", "######"])
-    assert es.team_reward(walk, push) == 1
-    assert es.team_reward(push, walk) == -1
-    assert es.team_reward(push, solved) == 1 + 10
-    assert es.team_reward(walk, solved) == 2 + 10
-    assert es.team_reward(solved, solved) == 0
+    solved = board(["######", "#  @*#", "######"])  # in a corridor both measures agree
+    assert es.team_reward(walk, push, team) == 1
+    assert es.team_reward(push, walk, team) == -1
+    assert es.team_reward(push, solved, team) == 1 + 10
+    assert es.team_reward(walk, solved, team) == 2 + 10
+    assert es.team_reward(solved, solved, team) == 0
+
+
+def test_solver_team_reward_counts_the_optimal_moves_left():
+    start = board(["######", "#@ $.#", "#    #", "######"])  # R R: 2 moves left
+    assert es.moves_left(start) == 2
+    assert es.team_reward(start, es.move(start, "R")) == 1  # a walk towards the box: 2 -> 1
+    assert es.team_reward(start, es.move(start, "R"), "distance") == 0  # the box did not move
+    assert es.team_reward(start, es.move(start, "D")) == -1  # a walk away: 2 -> 3
+    assert es.team_reward(start, es.move(start, "L")) == 0  # blocked
+    above = board(["#####", "#.@ #", "# $ #", "#   #", "#####"])
+    dead = es.move(above, "D")  # the box on the bottom row, the goal above: never solvable
+    assert es.moves_left(dead) is None and es.team_reward(above, dead) == -10
+    assert es.team_reward(dead, es.move(dead, "U")) == 0  # nothing left to lose
+
+
+def test_levels_can_be_drawn_by_optimal_solution_length():
+    lengths = [len(es.solve(es.level_for(seed, 7, 1, 10, solution=(3, 4)))) for seed in range(30)]
+    assert set(lengths) == {3, 4}
+    assert all(len(es.solve(es.level_for(seed, 7, 1, 10, solution=(5, None)))) >= 5 for seed in range(10))
+    with pytest.raises(ValueError, match="optimal solution of 40 to 41 moves"):
+        es.level_for(0, 5, 1, 4, solution=(40, 41))
+
+
+def test_the_model_sees_one_token_per_cell(tokenizer):
+    state = board(["#####", "#@$.#", "# * #", "#####"])
+    assert es.board_text(state) == "# # # # #\n# @ $ . #\n# _ * _ #\n# # # # #"
+    for row in es.board_text(state).split("\n"):
+        assert len(tokenizer(row, add_special_tokens=False)["input_ids"]) == 5
+
+
+def test_constant_answers_are_played_again_and_again_until_solved():
+    right = board(["######", "#@$ .#", "#    #", "######"])  # R R solves
+    down = board(["#####", "#@  #", "#$  #", "#   #", "#.  #", "#####"])  # D D
+    left = board(["######", "#.$@ #", "#    #", "######"])  # L
+    success = es.constant_successes((right, down, left), 4)
+    assert len(success) == 4 + 16 + 64 + 256 + 1024 + 4096
+    assert success["R"] == success["RR"] == 1 / 3  # R R R R solves `right` only
+    assert success["D"] == 1 / 3 and success["DU"] == 0  # D U D U pushes once, walks back
+    assert success["LR"] == 1 / 3  # L R L R: `left` at once; on `right` L is blocked, R pushes, L R walk
+    assert success["RL"] == 0  # R L R L: `right`'s box goes one cell, the walker comes back
+    assert success["LDD"] == max(success.values()) == 2 / 3  # L solves `left`; on `down` it is blocked
+    assert es.constant_successes((right, left), 2, ("RRL",)) == {"RRL": 0.5}  # 2 moves: R R
 
 
 def test_play_sums_step_rewards_counts_blocked_moves_and_stops_when_solved():
@@ -185,7 +228,7 @@ IMPOSSIBLE = [  # (size, boxes, reverse steps, walls), words the error must say
     ((6, 0, 20, 0), "boxes (0) and reverse steps (20) must be at least 1"),
     ((6, 1, -3, 0), "reverse steps (-3) must be at least 1"),
     ((6, 1, 20, -1), "walls (-1) at least 0"),
-    ((5, 8, 20, 0), "no unsolved level in 1000 tries"),  # the boxes fill the room: no pull moves
+    ((5, 8, 20, 0), "no unsolved level in 1000 tries: change reverse steps (20)"),  # the boxes fill the room: no pull moves
 ]
 
 
@@ -294,12 +337,12 @@ def test_planner_is_scored_on_a_copy_and_the_real_board_stays():
 
 
 def test_executor_sees_the_simulated_proposal_and_plays_for_real():
-    task = es.SokobanTask(board(LEVEL))
+    task = es.SokobanTask(board(LEVEL), moves_per_turn=8)
     task.act("planner", "<answer>R</answer>")
     user = task.messages("executor")[1]["content"]
     simulated = es.play(board(LEVEL), ["R"])[0]
     assert "The planner proposes: R\n" in user
-    assert es.render(simulated) in user and es.render(board(LEVEL)) in user
+    assert es.board_text(simulated) in user and es.board_text(board(LEVEL)) in user
     assert "boxes on goals 0/1, distance 2 -> 1, solved: no" in user
     reward = task.act("executor", "<answer>R R L L</answer>")  # L L come after the solve
     assert reward == pytest.approx((0.09 + 11.09) + 1.0 * (2 + 10))
@@ -315,7 +358,7 @@ def test_next_turn_shows_what_was_played():
     assert task.act("executor", "<answer>R</answer>") == pytest.approx(0.09 + 1)
     user = task.messages("planner")[1]["content"]
     assert user.startswith("Turn 2 of 4.")
-    assert es.render(es.move(board(LEVEL), "R")) in user
+    assert es.board_text(es.move(board(LEVEL), "R")) in user
     assert "Last turn these moves were played: R\n" in user and "distance 2 -> 1" in user
 
 
@@ -335,7 +378,7 @@ def test_copies_are_independent_and_give_identical_prompts():
 
 
 def test_tree_sampling_pattern_continues_from_the_best_copy():
-    task = es.SokobanTask(board(LEVEL))
+    task = es.SokobanTask(board(LEVEL), moves_per_turn=8)
     candidates = ["<answer>L</answer>", "<answer>R R</answer>", "nonsense", "<answer>D</answer>"]
     scored = [(branch.act("planner", text), branch)
               for branch, text in ((task.copy(), text) for text in candidates)]
@@ -364,6 +407,15 @@ def test_unreadable_answers_cost_a_penalty_and_leave_a_note():
     assert "nothing was played" in task.messages("planner")[1]["content"]
 
 
+def test_an_unreadable_answer_earns_less_than_any_move():
+    # with -0.1, the unreadable answer beat the wrong moves (-1.01) of its group: runs learned to answer nothing
+    level = es.level_for(10 ** 9, 7, 1, 10, solution=(3, 4))
+    for role in ("planner", "executor"):
+        task = es.SokobanTask(level, planner=role == "planner")
+        moves = [task.copy().act(role, f"<answer>{m}</answer>") for m in "UDLR"]
+        assert task.copy().act(role, "<answer>jump</answer>") < min(moves) and min(moves) < -0.5
+
+
 def test_deadlock_is_reported_to_the_executor():
     task = es.SokobanTask(board(["######", "# $@.#", "#    #", "######"]))
     task.act("planner", "<answer>L</answer>")
@@ -378,14 +430,16 @@ def test_roles_must_act_in_order():
         task.messages("executor")
 
 
-def test_at_most_max_moves_are_played_per_turn():
+def test_at_most_moves_per_turn_are_played():
     corridor = board(["#############",
                       "#@        $.#",
                       "#############"])
-    task = es.SokobanTask(corridor, planner=False)
+    task = es.SokobanTask(corridor, planner=False, moves_per_turn=8)
     reward = task.act("executor", "<answer>" + "R " * 9 + "</answer>")  # the 9th would solve
-    assert es.MAX_MOVES == 8 and reward == pytest.approx(8 * -0.01)
-    assert task.state.player == (1, 9) and not task.solved
+    assert reward == pytest.approx(8 * -0.01 + (9 - 1))  # 8 steps; optimal moves left 9 -> 1
+    assert task.state.player == (1, 9) and not task.solved and task.answers == ("RRRRRRRR",)
+    one = es.SokobanTask(corridor, planner=False)  # the default: one move a turn
+    assert one.act("executor", "<answer>R R</answer>") == pytest.approx(-0.01 + 1) and one.moves == 1
 
 
 def test_single_agent_executor_plays_alone():
@@ -394,8 +448,8 @@ def test_single_agent_executor_plays_alone():
     system, user = task.messages("executor")
     assert system["role"] == "system" and user["role"] == "user"
     assert "planner" not in system["content"] and "propos" not in user["content"]
-    assert es.render(board(LEVEL)) in user["content"]
-    assert "<answer>L U</answer>" in user["content"]
+    assert es.board_text(board(LEVEL)) in user["content"]
+    assert "Answer with one move" in user["content"] and "<answer>L</answer>" in user["content"]
     with pytest.raises(ValueError):
         task.act("planner", "<answer>R</answer>")
     task.act("executor", "<answer>R</answer>")

@@ -54,12 +54,16 @@ def test_search_metrics_as_rates_and_reward_units(tmp_path, tiny_model_dir, monk
 def test_sokoban_success_and_moves(tiny_model_dir, monkeypatch, tokenizer):
     monkeypatch.setattr(policy, "generate_turn",
                         lambda model, tok, prefixes, *a, **k: [ids(tokenizer, "R</answer>")] * len(prefixes))
-    out = evaluate.main(["--env", "sokoban", "--model", tiny_model_dir, "--n", "5", "--chunk", "2",
-                         "--bf16", "false", "--max-turns", "2"])
+    out = evaluate.main(["--env", "sokoban", "--model", tiny_model_dir, "--n", "5", "--chunk", "2", "--bf16", "false",
+                         "--max-turns", "2", "--size", "5", "--reverse-steps", "4", "--min-solution", "1", "--max-solution", "0"])
     # the executor plays R in each of its 2 turns: success and moves of "RR" on each test level
-    played = [es.play(es.level_for(10 ** 9 + i, 5, 1, 4), "RR") for i in range(5)]
+    levels = tuple(es.level_for(10 ** 9 + i, 5, 1, 4) for i in range(5))
+    played = [es.play(level, "RR") for level in levels]
     assert out["success"] == pytest.approx(sum(es.is_solved(p[0]) for p in played) / 5)
     assert out["moves"] == pytest.approx(sum(p[3] for p in played) / 5)
+    # a constant answer: the same on another level's board, one answer sequence, no better than the best constant
+    assert out["board_ablation_success"] == out["success"] and out["distinct_answers"] == 1
+    assert out["best_constant_success"] == max(es.constant_successes(levels, 2).values()) >= out["success"]
     assert out["n"] == 5 and out["split"] == "test" and out["greedy"]
 
 

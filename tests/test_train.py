@@ -1,6 +1,7 @@
 """train.py: environment tokens, token masks and advantages on a scripted two-turn episode,
 one step end to end on a tiny random model, resume equality, and a smoke step on the bundled
 model."""
+import dataclasses
 import json
 import os
 import random
@@ -318,3 +319,23 @@ def test_the_readme_gpu_command_parses_with_the_reference_settings():
     args = train.parse_args(argv)
     assert (args.learning_rate, args.warmup_steps, args.num_iterations, args.max_grad_norm, args.temperature) == \
         (1e-6, 20, 2, 0.1, 0.9)
+
+
+def test_sokoban_defaults_are_the_documented_setup(tmp_path, capsys):
+    from config import SOKOBAN_DEFAULTS
+    args = train.parse_args(["--env", "sokoban", "--algo", "at"])
+    assert {k: getattr(args, k) for k in SOKOBAN_DEFAULTS} == SOKOBAN_DEFAULTS
+    assert (args.size, args.min_solution, args.max_solution, args.max_turns, args.moves_per_turn,
+            args.team_reward) == (7, 3, 4, 4, 1, "solver")
+    assert train.parse_args(["--env", "sokoban", "--learning-rate", "1e-5"]).learning_rate == 1e-5  # given wins
+    search = train.parse_args([])
+    assert (search.num_generations, search.learning_rate, search.micro_batch_size) == (8, 1e-5, 2)  # untouched
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "args.json").write_text(json.dumps({**dataclasses.asdict(args), "learning_rate": 3e-5}))
+    assert train.parse_args(["--resume", str(run)]).learning_rate == 3e-5  # a run's own settings win
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    assert "(default: 8; sokoban: 4)" in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
+    with pytest.raises(SystemExit):
+        train.parse_args(["--env", "sokoban", "--min-solution", "5", "--max-solution", "4"])
