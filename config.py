@@ -108,7 +108,7 @@ CHECKS = [
 ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo")}
 # --env sokoban changes these defaults: the setup of docs/results-sokoban.md
 SOKOBAN_DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_completion_length": 8,
-                    "learning_rate": 5e-5, "scale_rewards": "batch", "micro_batch_size": 16,
+                    "scale_rewards": "batch", "micro_batch_size": 16,
                     "eval_every": 10, "save_every": 10}
 
 
