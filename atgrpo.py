@@ -137,10 +137,12 @@ def make_level(seed, args):
                                  solution=(args.min_solution, args.max_solution or None))
 
 
-def make_tasks(seeds, args):
-    """One SokobanTask per seed, with the task's knobs (turns, moves per turn, team reward)."""
-    return [env_sokoban.SokobanTask(make_level(s, args), args.max_turns, args.team_alpha, not args.single_agent,
-                                    args.moves_per_turn, args.team_reward, args.positions) for s in seeds]
+def make_tasks(seeds, args, levels=None):
+    """One SokobanTask per seed (or per level given), with the task's knobs (turns, moves per
+    turn, team reward)."""
+    levels = levels or [make_level(s, args) for s in seeds]
+    return [env_sokoban.SokobanTask(level, args.max_turns, args.team_alpha, not args.single_agent,
+                                    args.moves_per_turn, args.team_reward, args.positions) for level in levels]
 
 
 def rollout_samples(seeds, sample, args):
@@ -179,16 +181,15 @@ def evaluate(sample, seeds, args):
       board_ablation_success  success when every prompt shows another level's board
                               (level i sees level i+1's): a policy that reads the board drops;
       distinct_answers        how many different answer sequences the policy played (distinct)."""
-    trajectories, final = parallel_rollout(make_tasks(seeds, args), sample)
+    levels = tuple(make_level(s, args) for s in seeds)
+    trajectories, final = parallel_rollout(make_tasks(seeds, args, levels), sample)
     log = episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
-    decoys = make_tasks(seeds[1:] + seeds[:1], args)
-    log["board_ablation_success"] = episode_metrics([], parallel_rollout(make_tasks(seeds, args), sample, decoys)[1])["success"]
+    decoys = make_tasks(seeds, args, levels[1:] + levels[:1])
+    log["board_ablation_success"] = episode_metrics([], parallel_rollout(make_tasks(seeds, args, levels), sample, decoys)[1])["success"]
     answers = Counter("".join(t.answers).replace("-", "") for t in final)
-    levels, budget = tuple(make_level(s, args) for s in seeds), args.max_turns * args.moves_per_turn
-    commonest = tuple(a for a, _ in answers.most_common(3) if a)
-    constants = env_sokoban.constant_successes(levels, budget)  # cached: the same test levels every time
-    if commonest:
-        constants = {**constants, **env_sokoban.constant_successes(levels, budget, commonest)}
+    commonest, budget = tuple(a for a, _ in answers.most_common(3) if a), args.max_turns * args.moves_per_turn
+    constants = {**env_sokoban.constant_successes(levels, budget),  # cached: the same test levels every time
+                 **env_sokoban.constant_successes(levels, budget, commonest)}
     log["best_constant_success"] = max(constants.values())
     log["distinct_answers"] = distinct(t.answers for t in final)
     return log

@@ -435,7 +435,8 @@ def constant_successes(levels, budget, answers=None):
     again and again, whatever the board, until `budget` moves are played or the level is solved:
     every string up to CONSTANT_LENGTH moves, or only `answers` (a tuple of strings). A policy
     that does not read the board can do no better than the best of these."""
-    strings = answers or ["".join(p) for n in range(1, CONSTANT_LENGTH + 1) for p in itertools.product("UDLR", repeat=n)]
+    strings = answers if answers is not None else [
+        "".join(p) for n in range(1, CONSTANT_LENGTH + 1) for p in itertools.product("UDLR", repeat=n)]
     return {s: sum(solves(level, (s * budget)[:budget]) for level in levels) / len(levels) for s in strings}
 
 
