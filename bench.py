@@ -6,7 +6,7 @@ hold even when absolute seconds drift:
     python bench.py --shared-prompt  # AT-GRPO update: K candidates' shared prompt run once or K times
 
 --trl needs TRL, kept out of the core requirements:
-    pip install -c requirements.txt -r requirements-bench.txt
+    pip install -c requirements.txt -r requirements-scale.txt
 
 Both modes also measure the bf16 matmul peak of this CPU/GPU (2048 x 2048), in the same run.
 
@@ -53,7 +53,7 @@ from loss import Sample, bf16_ok, fill_logprobs, policy_update
 from policy import BUNDLED, bundled_model_dir, generate_turn, load_model, prompt_ids
 from train import Args
 
-TRL_INSTALL = "pip install -c requirements.txt -r requirements-bench.txt"
+TRL_INSTALL = "pip install -c requirements.txt -r requirements-scale.txt"
 PREFILL = "<reasoning>"
 PHASES = ("generate", "reference", "update", "step")
 

@@ -256,18 +256,21 @@ def env_suffix_ids(tok, observation, last_token):
     return tok(suffix, add_special_tokens=False)["input_ids"]
 
 
-def play_episodes(model, tok, envs, args, stop_strings, greedy=False):
+def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=None):
     """Play multi-turn episodes (env.messages, env.step(text) -> observation or None) to the
-    end, every active episode of a turn decoded together (generate_turn). Returns one Sample per episode
+    end, every active episode of a turn decoded together (generate_turn, or `generate(prompt id
+    lists) -> new id lists` if given: scale_trl.py's vLLM). Returns one Sample per episode
     (.turn: the turn k = 1..K that generated each token, 0 for prompt and environment tokens;
     mask and advantages are set from it later) and the number of generated tokens."""
     prefill = tok(args.prefill, add_special_tokens=False)["input_ids"] if args.prefill else []
     ids = [prompt_ids(tok, env.messages, args.prefill) for env in envs]
     turn_of = [[0] * len(x) for x in ids]
     active, k, n_generated = list(range(len(envs))), 1, 0
+    generate = generate or (lambda prompts: generate_turn(
+        model, tok, prompts, args.max_completion_length, args.temperature, args.top_p, stop_strings, greedy,
+        args.bf16, args.hf_generate))
     while active:
-        new = generate_turn(model, tok, [ids[i] for i in active], args.max_completion_length,
-                            args.temperature, args.top_p, stop_strings, greedy, args.bf16, args.hf_generate)
+        new = generate([ids[i] for i in active])
         still = []
         for i, n in zip(active, new):
             ids[i] += n
