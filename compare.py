@@ -167,6 +167,34 @@ def over_seeds(values):
     return f"{np.mean(values):.3f} ({min(values):.3f}–{max(values):.3f})"
 
 
+PAIRS = (("mt", "mr"), ("mt", "or"), ("mr", "or"))  # search: exact match differences with intervals
+
+
+def paired_difference(a, b, resamples=2000, seed=0):
+    """Mean of a - b over (seed, question) pairs of per-question 0/1 strings (one per seed, the
+    same questions in the same order), with a 95 % percentile bootstrap interval: each resample
+    draws the seeds and the questions with replacement (the same questions for every seed)."""
+    d = np.array([[int(x) - int(y) for x, y in zip(sa, sb)] for sa, sb in zip(a, b)], dtype=float)
+    rng = np.random.default_rng(seed)
+    S, Q = d.shape
+    means = [d[rng.integers(S, size=S)][:, rng.integers(Q, size=Q)].mean() for _ in range(resamples)]
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(d.mean()), float(low), float(high)
+
+
+def intervals(runs, algos):
+    """Table rows for the pairs of PAIRS whose runs all logged exact_match_each at their last
+    evaluation, over the same questions; [] otherwise."""
+    each = {a: [r["evals"][-1].get("eval_exact_match_each") if r["evals"] else None for r in runs[a]] for a in algos}
+    rows = []
+    for a, b in PAIRS:
+        if a in each and b in each and all(each[a] + each[b]) and len({len(x) for x in each[a] + each[b]}) == 1:
+            mean, low, high = paired_difference(each[a], each[b])
+            rows.append([f"{NAMES[a]} − {NAMES[b]}", f"{mean:+.3f}", f"{low:+.3f} to {high:+.3f}",
+                         f"{len(each[a])} × {len(each[a][0])}"])
+    return rows
+
+
 def report(env, out, algos=None, seeds=()):
     """OUT/results.md (also printed): greedy evaluations, training means, each run's command and time."""
     rows, algos = train.TABLE[env], algos or ORDER[env]
@@ -184,6 +212,13 @@ def report(env, out, algos=None, seeds=()):
                            for k, label in rows])
     lines += ["", "Rates are fractions of the maximum; rewards are in reward units." +
               (" With several seeds: mean (lowest–highest)." if seeds else "")]
+    pairs = intervals(runs, algos) if env == "search" else []
+    if pairs:
+        lines += [""] + table(["exact match at the last evaluation", "difference", "95 % interval",
+                               "seeds × questions"], pairs)
+        lines += ["", "Paired by seed and question; the interval is a percentile bootstrap that resamples "
+                      "the seeds and the questions (2,000 resamples). An interval that contains 0 does not "
+                      "separate the two."]
     lines += ["", NOTE[env], ""] + table(
         ["run", "last step", "train + eval time", "command"],
         [[NAMES[a] + ("" if s is None else f" seed {s}"), r["last_step"], r["time"], r["command"]]

@@ -91,7 +91,8 @@ def evaluate(models, tok, args, split, chunk, greedy=True):
     for i in tqdm(range(0, len(items), chunk), desc=f"evaluate {args.env}", unit="chunk"):
         part = items[i:i + chunk]
         for k, v in train.evaluate_policy(models, tok, part, data, args, greedy).items():
-            totals[k] = totals.get(k, 0.0) + v * len(part)
+            if not isinstance(v, str):  # exact_match_each: per question, for compare.py only
+                totals[k] = totals.get(k, 0.0) + v * len(part)
     return {k: v / len(items) for k, v in totals.items()}, len(items)
 
 

@@ -95,13 +95,15 @@ def sokoban_step(models, tok, seeds, args):
 
 
 def evaluate_policy(models, tok, items, data, args, greedy=True):
-    """Mean metrics of one episode per test question (or level), greedy by default."""
+    """Mean metrics of one episode per test question (or level), greedy by default; search also
+    gives exact_match_each, one character 0/1 per question in order."""
     if args.env == "sokoban":
         sample = chat_sampler(role_models(models), tok, args, env_sokoban.STOP_STRINGS, greedy)
         return atgrpo.evaluate(sample, items, args)
     envs = make_envs(items, data, args)
     play_episodes(models["policy"], tok, envs, args, env_search.STOP_STRINGS, greedy)
-    return rewards.score_episodes(envs)[2]
+    each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers) > 0)) for e in envs)
+    return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for compare.py's intervals
 
 
 # ---------------------------------------------------------------- reference and update

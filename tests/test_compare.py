@@ -166,3 +166,32 @@ def test_seeds_run_one_folder_each_and_report_mean_and_range(tmp_path, monkeypat
     with pytest.raises(SystemExit, match="--seed is set by compare.py"):
         compare.main(["--env", "sokoban", "--out", out, "--seeds", "0", "--", "--seed", "1"])
     assert compare.by_step([[{"step": 0, "x": 1}, {"step": 2, "x": 3}], [{"step": 2, "x": 5}]], "x") == [(2, [3, 5])]
+
+
+def test_paired_difference_by_hand():
+    assert compare.paired_difference(["1111"], ["0000"]) == (1.0, 1.0, 1.0)
+    assert compare.paired_difference(["1010", "0110"], ["1010", "0110"]) == (0.0, 0.0, 0.0)
+    # one seed, differences 1, 0, 0, 0: the mean of 4 draws is 0 with probability 0.32 and at most
+    # 0.5 with probability 0.95, so the 2.5 % and 97.5 % points are 0 and 0.75
+    assert compare.paired_difference(["1000"], ["0000"]) == (0.25, 0.0, 0.75)
+    # pairing: each seed's questions are compared with the same seed's (not 0.5 from the rates alone)
+    assert compare.paired_difference(["10", "01"], ["01", "10"])[0] == 0.0
+
+
+def test_search_report_gives_intervals_for_the_pairs(tmp_path, monkeypatch):
+    out = str(tmp_path)
+    for algo, each in (("or", ["0000", "0001"]), ("mr", ["0100", "0101"]), ("mt", ["1100", "1101"])):
+        for seed in (0, 1):
+            log = search_log(3)
+            log[-1]["eval_exact_match_each"] = each[seed]
+            make_run(out, algo, log=log, name=f"{algo}-s{seed}", seed=seed)
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    compare.main(["--env", "search", "--out", out, "--seeds", "0", "1", "--report-only"])
+    text = open(os.path.join(out, "results.md")).read()
+    # MT - MR: question 1 is right for MT only, on both seeds: 2 of 8 pairs, mean 0.25
+    assert "| MT-GRPO − GRPO-MR | +0.250 |" in text and "| 2 × 4 |" in text
+    assert "| MT-GRPO − GRPO-OR | +0.500 |" in text and "| GRPO-MR − GRPO-OR | +0.250 |" in text
+    make_run(out, "mr", log=search_log(3), name="mr-s1", seed=1)  # a run without per-question results
+    compare.main(["--env", "search", "--out", out, "--seeds", "0", "1", "--report-only"])
+    text = open(os.path.join(out, "results.md")).read()
+    assert "GRPO-MR − GRPO-OR" not in text and "| MT-GRPO − GRPO-OR | +0.500 |" in text

@@ -150,6 +150,8 @@ def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
                 "eval_exact_match", "eval_tool_execution"):
         assert key in log[1], key
     assert json.load(open(os.path.join(out, "args.json")))["num_generations"] == 2
+    each = log[1]["eval_exact_match_each"]  # one 0/1 per test question, for compare.py's intervals
+    assert len(each) == 2 and set(each) <= {"0", "1"} and each.count("1") / 2 == log[1]["eval_exact_match"]
     model = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint"))  # HF format
     assert sum(p.numel() for p in model.parameters()) > 0
     rows = [json.loads(l) for l in open(os.path.join(out, "rollouts", "step_1.jsonl"))]
