@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 import env_sokoban
+import sokoban
 from loss import Sample
 from mtgrpo import group_norm
 
@@ -133,7 +134,7 @@ def to_sample(candidate, advantage, role, turn, rewards, group):
 # ---------------------------------------------------------------- training on Sokoban
 def make_level(seed, args):
     """A seeded level with the curriculum knobs (room size, boxes, reverse steps, solution length)."""
-    return env_sokoban.level_for(seed, args.size, args.boxes, args.reverse_steps,
+    return sokoban.level_for(seed, args.size, args.boxes, args.reverse_steps,
                                  solution=(args.min_solution, args.max_solution or None))
 
 
@@ -165,7 +166,7 @@ def episode_metrics(played, final):
     log = {"success": sum(t.solved for t in final) / len(final),
            "turns": sum(t.turn for t in final) / len(final),
            "moves": sum(t.moves for t in final) / len(final),
-           "box_distance": sum(env_sokoban.box_distance(t.state) for t in final) / len(final)}
+           "box_distance": sum(sokoban.box_distance(t.state) for t in final) / len(final)}
     for role in env_sokoban.ROLES:
         rewards = [r for who, r in played if who == role]
         if rewards:
@@ -177,7 +178,7 @@ def evaluate(sample, seeds, args):
     """Play the levels with one answer per agent and turn (greedy in train.py's evaluation), then
     the three checks that a constant answer cannot pass:
       best_constant_success   the best success of one fixed answer played on every level
-                              (env_sokoban.constant_successes), the policy's 3 commonest included;
+                              (sokoban.constant_successes), the policy's 3 commonest included;
       board_ablation_success  success when every prompt shows another level's board
                               (level i sees level i+1's): a policy that reads the board drops;
       distinct_answers        how many different answer sequences the policy played (distinct)."""
@@ -188,8 +189,8 @@ def evaluate(sample, seeds, args):
     log["board_ablation_success"] = episode_metrics([], parallel_rollout(make_tasks(seeds, args, levels), sample, decoys)[1])["success"]
     answers = Counter("".join(t.answers).replace("-", "") for t in final)
     commonest, budget = tuple(a for a, _ in answers.most_common(3) if a), args.max_turns * args.moves_per_turn
-    constants = {**env_sokoban.constant_successes(levels, budget),  # cached: the same test levels every time
-                 **env_sokoban.constant_successes(levels, budget, commonest)}
+    constants = {**sokoban.constant_successes(levels, budget),  # cached: the same test levels every time
+                 **sokoban.constant_successes(levels, budget, commonest)}
     log["best_constant_success"] = max(constants.values())
     log["distinct_answers"] = distinct(t.answers for t in final)
     return log

@@ -48,6 +48,8 @@ import env_search
 import env_sokoban
 import questions as qa
 import rewards
+import retrieval
+import sokoban
 from mtgrpo import group_norm
 from loss import Sample, bf16_ok, fill_logprobs, policy_update
 from policy import BUNDLED, bundled_model_dir, generate_turn, load_model, prompt_ids
@@ -77,8 +79,8 @@ def matmul_gflops(device, n=2048, repeat=10):
 def search_prompts(tok, n, seed=0):
     """n real search prompts as train.py builds them (system prompt, one-shot example, a training
     question, then the `<reasoning>` prefill), as text and as token ids of that text."""
-    retriever = env_search.make_retriever()
-    train = qa.split_by_article(qa.make_questions(env_search.load_wiki_corpus()))[0]
+    retriever = retrieval.make_retriever()
+    train = qa.split_by_article(qa.make_questions(retrieval.load_wiki_corpus()))[0]
     envs = [env_search.SearchEnv(q["question"], q["answers"], retriever, one_shot=True)
             for q in random.Random(seed).sample(train, n)]
     texts = [tok.apply_chat_template(e.messages, add_generation_prompt=True, tokenize=False) + PREFILL
@@ -181,7 +183,7 @@ def shared_prompt_bench(args):
     (loss.SharedPrompt) with micro-batches of 1 row and of K rows."""
     model, tok = load_model(args.model, args.device)
     K, g = args.num_generations, torch.Generator().manual_seed(0)
-    tasks = [env_sokoban.SokobanTask(env_sokoban.level_for(s, 5, 1, 4)) for s in range(args.sequences // K)]
+    tasks = [env_sokoban.SokobanTask(sokoban.level_for(s, 5, 1, 4)) for s in range(args.sequences // K)]
     prompts = [prompt_ids(tok, t.messages("planner"), "<answer>") for t in tasks]
     groups = [[Sample(ids=p + torch.randint(0, 1000, (args.max_completion_length,), generator=g).tolist(),
                       mask=[0] * len(p) + [1] * args.max_completion_length,

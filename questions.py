@@ -18,8 +18,8 @@ import re
 import sys
 import time
 
-from env_search import (BM25Retriever, format_result, load_corpus_jsonl, load_wiki_corpus, read_jsonl,
-                        tokenize, truncate_words)
+from env_search import format_result
+from retrieval import BM25Retriever, load_corpus_jsonl, load_wiki_corpus, read_jsonl, tokenize, truncate_words
 
 HUMAN_QUESTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                                "human_questions.jsonl")

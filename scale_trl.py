@@ -27,6 +27,7 @@ import env_search
 import mtgrpo
 import questions as qa
 import rewards
+import retrieval
 from policy import BUNDLED, bundled_model_dir, play_episodes, prompt_ids
 
 try:
@@ -163,9 +164,9 @@ def training_set(task, retriever):
 def main(argv=None):
     task, config = parse(argv)
     try:
-        retriever = env_search.make_retriever(task.retriever_url or None, task.corpus or None, task.max_words)
+        retriever = retrieval.make_retriever(task.retriever_url or None, task.corpus or None, task.max_words)
         if task.retriever_url:
-            env_search.check_retriever(retriever)
+            retrieval.check_retriever(retriever)
         data = training_set(task, retriever)
     except (ImportError, OSError, ValueError) as e:
         raise SystemExit(f"Could not load the data: {e}")

@@ -33,6 +33,7 @@ import env_sokoban
 import mtgrpo
 import questions as qa
 import rewards
+import retrieval
 import show
 from config import Args, check_out, parse_args  # noqa: F401 (train.Args for evaluate, compare, bench)
 from loss import bf16_ok, fill_logprobs, policy_update
@@ -47,9 +48,9 @@ def load_task(args):
         if args.env == "sokoban":
             atgrpo.make_level(0, args)  # can such a level exist?
             return None, range(10 ** 9), [10 ** 9 + i for i in range(args.eval_n)]
-        retriever = env_search.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
+        retriever = retrieval.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
         if args.retriever_url:
-            env_search.check_retriever(retriever)
+            retrieval.check_retriever(retriever)
         train_qs, test_qs = qa.train_test_questions(args.train_questions, args.test_questions, args.corpus)
     except (ImportError, OSError, ValueError) as e:  # missing package or file, malformed JSONL, ...
         raise SystemExit(f"Could not load the data: {e}")

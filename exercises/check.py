@@ -386,11 +386,11 @@ def ex7_cases(bm25_scores):
 
 
 def ex7_solution():
-    import env_search
+    import retrieval
 
     def bm25_scores(query_terms, doc_terms, k1=1.5, b=0.75):
         docs = [{"title": "", "text": " ".join(d)} for d in doc_terms]
-        return env_search.BM25Retriever(docs, k1=k1, b=b).scores(" ".join(query_terms)).tolist()
+        return retrieval.BM25Retriever(docs, k1=k1, b=b).scores(" ".join(query_terms)).tolist()
     return bm25_scores,
 
 

@@ -12,7 +12,7 @@ N documents, n(t) of them contain t, tf(t, d) = how often t occurs in d, |d| = n
 of d, avgdl = the mean |d|. k1 caps what repeating a term earns; b (0..1) sets how much long
 documents are penalised. The 1 + inside the log keeps idf positive even for common terms.
 
-Mirrors: env_search.BM25Retriever.scores.   Check your answer:  python exercises/check.py 7
+Mirrors: retrieval.BM25Retriever.scores.   Check your answer:  python exercises/check.py 7
 """
 import math
 

@@ -47,12 +47,12 @@ def probes(tmp):
             ("evaluate.py --model (a folder that is not a model)", [sys.executable, "evaluate.py", "--model", not_a_model]),
             ("evaluate.py --model (per-role checkpoint) on search", [sys.executable, "evaluate.py", "--model", per_role]),
             ("evaluate.py --n 0", [sys.executable, "evaluate.py", "--n", "0"]),
-            ("env_search.py -k 0", [sys.executable, "env_search.py", "-k", "0", "Paris"]),
-            ("env_search.py -k -1", [sys.executable, "env_search.py", "-k", "-1", "Paris"]),
-            ("env_search.py --max-words 0", [sys.executable, "env_search.py", "--max-words", "0", "Paris"]),
-            ("env_sokoban.py --size 2", [sys.executable, "env_sokoban.py", "--size", "2"]),
-            ("env_sokoban.py --boxes 0", [sys.executable, "env_sokoban.py", "--boxes", "0"]),
-            ("env_sokoban.py --size 4 --boxes 3 --walls 2", [sys.executable, "env_sokoban.py", "--size", "4", "--boxes", "3", "--walls", "2"])]
+            ("retrieval.py -k 0", [sys.executable, "retrieval.py", "-k", "0", "Paris"]),
+            ("retrieval.py -k -1", [sys.executable, "retrieval.py", "-k", "-1", "Paris"]),
+            ("retrieval.py --max-words 0", [sys.executable, "retrieval.py", "--max-words", "0", "Paris"]),
+            ("sokoban.py --size 2", [sys.executable, "sokoban.py", "--size", "2"]),
+            ("sokoban.py --boxes 0", [sys.executable, "sokoban.py", "--boxes", "0"]),
+            ("sokoban.py --size 4 --boxes 3 --walls 2", [sys.executable, "sokoban.py", "--size", "4", "--boxes", "3", "--walls", "2"])]
     return out
 
 

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import atgrpo  # noqa: E402
-import env_sokoban  # noqa: E402
+import sokoban  # noqa: E402
 import train  # noqa: E402
 from loss import autocast  # noqa: E402
 from policy import BUNDLED, load_model, prompt_ids  # noqa: E402
@@ -37,8 +37,8 @@ TEST_SEED = 10 ** 9  # the test levels' first seed, as train.py's evaluation
 
 def optimal_moves(state):
     """The moves after which the optimal solution is one move shorter."""
-    left = env_sokoban.moves_left(state)
-    return [m for m in "UDLR" if env_sokoban.moves_left(env_sokoban.move(state, m)) == left - 1]
+    left = sokoban.moves_left(state)
+    return [m for m in "UDLR" if sokoban.moves_left(sokoban.move(state, m)) == left - 1]
 
 
 def examples(seeds, args, tok, rng):

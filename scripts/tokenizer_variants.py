@@ -1,6 +1,6 @@
 """BM25 tokenizer variants measured on the generated test clues and the human-written questions
 (data/human_questions.jsonl), every variant in one run. Each variant replaces
-env_search.tokenize for documents and queries alike; the generated clues are made before, with
+retrieval.tokenize for documents and queries alike; the generated clues are made before, with
 the current tokenizer, so both question sets are the same in every row.
 
     .venv/bin/python scripts/tokenizer_variants.py     # a Markdown table, in %
@@ -9,11 +9,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import env_search as es  # noqa: E402
+import retrieval  # noqa: E402
 import questions as qs  # noqa: E402
 
 QUESTION_WORDS = frozenset("who what when where why how whom whose did does do".split())
-current = es.tokenize
+current = retrieval.tokenize
 
 
 def plural_stem(t):
@@ -34,18 +34,18 @@ VARIANTS = {
 
 
 def main():
-    docs = es.load_wiki_corpus()
+    docs = retrieval.load_wiki_corpus()
     test = qs.split_by_article(qs.make_questions(docs, seed=0), seed=0)[1]
     human = qs.load_titled_qa_jsonl(qs.HUMAN_QUESTIONS)
     sets = "clues hit@1 | clues hit@3 | clues alias k=1 | clues alias k=3 | human hit@1 | human hit@3 | human alias k=1 | human alias k=3"
     print(f"| tokenizer | {sets} |\n" + "|---" * 9 + "|")
     for name, tokenize in VARIANTS.items():
-        es.tokenize = tokenize
-        retriever = es.BM25Retriever(docs)
+        retrieval.tokenize = tokenize
+        retriever = retrieval.BM25Retriever(docs)
         clues, people = qs.recall(retriever, test), qs.recall(retriever, human)
         cells = [100 * r[k][i] for r in (clues, people) for i in (0, 1) for k in (1, 3)]
         print(f"| {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
-    es.tokenize = current
+    retrieval.tokenize = current
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Shared fixtures: a tiny randomly-initialised Llama with the bundled model's tokenizer.
-transformers is imported inside the fixtures, so test files of pure functions do not pay for it."""
+"""Shared fixtures: a tiny randomly-initialised Llama with the bundled model's tokenizer, and a
+two-document corpus with its BM25 index. transformers is imported inside the fixtures, so test
+files of pure functions do not pay for it."""
 import pytest
 import torch
 
@@ -37,3 +38,15 @@ def garbled_text(rng, pieces):
         else:
             parts.append(rng.choice(pieces))
     return "".join(parts)
+
+
+CAPITALS = [{"title": "Paris", "text": "Paris is the capital and largest city of France."},
+            {"title": "Berlin", "text": "Berlin is the capital and largest city of Germany."}]
+CALL = '<reasoning>r</reasoning>\n<tool>{"name": "wiki_search", "args": {"query": "%s"}}</tool>'  # % query
+
+
+@pytest.fixture
+def capitals():
+    """BM25 over CAPITALS."""
+    import retrieval
+    return retrieval.BM25Retriever(CAPITALS)

@@ -4,6 +4,7 @@ import random
 import pytest
 
 import env_sokoban as sk
+import sokoban
 from atgrpo import (Group, best_index, parallel_rollout, trajectory_samples, tree_rollout, tree_samples,
                     tree_step)
 
@@ -28,7 +29,7 @@ def random_policy(seed, log):
 
 
 def levels(n, seed0=0):
-    return [sk.SokobanTask(sk.level_for(seed0 + i, size=6, boxes=1, reverse_steps=6), max_turns=3)
+    return [sk.SokobanTask(sokoban.level_for(seed0 + i, size=6, boxes=1, reverse_steps=6), max_turns=3)
             for i in range(n)]
 
 
@@ -130,7 +131,7 @@ def test_baseline_grouping_normalises_trajectory_returns_per_level():
 
 
 def test_single_agent_setting_has_only_executor_groups():
-    envs = [sk.SokobanTask(sk.level_for(i, reverse_steps=6), max_turns=2, planner=False) for i in range(2)]
+    envs = [sk.SokobanTask(sokoban.level_for(i, reverse_steps=6), max_turns=2, planner=False) for i in range(2)]
     groups, _ = tree_rollout(envs, [0, 1], random_policy(5, []), K=2)
     assert {g.key[1] for g in groups} == {"executor"}
 
@@ -148,16 +149,16 @@ def test_scale_rewards_reaches_both_groupings():
 
 
 def board_in(messages):
-    """The board a prompt shows, parsed back from env_sokoban.board_text."""
+    """The board a prompt shows, parsed back from sokoban.board_text."""
     lines = messages[-1]["content"].split("\n")
     rows = lines[next(i for i, l in enumerate(lines) if l.endswith("The board:")) + 1:]
     rows = rows[:next(i for i, l in enumerate(rows) if not l.startswith("#"))]
-    return sk.parse_board([r.replace(" ", "").replace("_", " ") for r in rows])
+    return sokoban.parse_board([r.replace(" ", "").replace("_", " ") for r in rows])
 
 
 def solver_policy(role, message_lists):
     """Reads the board of each prompt and answers the first move of an optimal solution."""
-    return [([1], [2], f"<answer>{(sk.solve(board_in(m)) or 'U')[0]}</answer>") for m in message_lists]
+    return [([1], [2], f"<answer>{(sokoban.solve(board_in(m)) or 'U')[0]}</answer>") for m in message_lists]
 
 
 def constant_policy(role, message_lists):
@@ -172,12 +173,12 @@ def test_evaluation_tells_a_board_reader_from_a_constant_answer():
     reader = evaluate(solver_policy, seeds, args)
     assert reader["success"] == 1.0  # it plays an optimal solution on every level
     assert reader["board_ablation_success"] < 0.5  # shown another level, it plays that level's moves
-    solutions = [sk.solve(make_level(s, args)) for s in seeds]
+    solutions = [sokoban.solve(make_level(s, args)) for s in seeds]
     assert reader["distinct_answers"] == distinct(tuple(s) for s in solutions) >= 4
     levels = tuple(make_level(s, args) for s in seeds)
-    assert reader["best_constant_success"] == max(sk.constant_successes(levels, 4).values())
+    assert reader["best_constant_success"] == max(sokoban.constant_successes(levels, 4).values())
     constant = evaluate(constant_policy, seeds, args)
-    right = sum(sk.solves(level, "RRRR") for level in levels) / len(levels)
+    right = sum(sokoban.solves(level, "RRRR") for level in levels) / len(levels)
     assert constant["success"] == constant["board_ablation_success"] == right  # blind: no change
     assert constant["distinct_answers"] == 1 and constant["best_constant_success"] >= right
 
@@ -190,8 +191,8 @@ def test_distinct_counts_a_sequence_that_begins_another_with_it():
 
 
 def test_the_ablation_plays_on_the_real_level_and_restarts_a_solved_decoy():
-    env = sk.SokobanTask(sk.parse_board(["#######", "#@  $.#", "#     #", "#######"]), max_turns=3)  # R R R
-    decoy = sk.SokobanTask(sk.parse_board(["######", "#@$ .#", "#    #", "######"]), max_turns=3)  # R R
+    env = sk.SokobanTask(sokoban.parse_board(["#######", "#@  $.#", "#     #", "#######"]), max_turns=3)  # R R R
+    decoy = sk.SokobanTask(sokoban.parse_board(["######", "#@$ .#", "#    #", "######"]), max_turns=3)  # R R
     seen = []
 
     def reader(role, message_lists):

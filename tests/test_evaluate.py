@@ -7,7 +7,7 @@ import shutil
 import pytest
 from test_train import DOCS, TURN1, TURN2, WRONG, ids
 
-import env_sokoban as es
+import sokoban
 import evaluate
 import policy
 import rewards
@@ -57,13 +57,13 @@ def test_sokoban_success_and_moves(tiny_model_dir, monkeypatch, tokenizer):
     out = evaluate.main(["--env", "sokoban", "--model", tiny_model_dir, "--n", "5", "--chunk", "2", "--bf16", "false",
                          "--max-turns", "2", "--size", "5", "--reverse-steps", "4", "--min-solution", "1", "--max-solution", "0"])
     # the executor plays R in each of its 2 turns: success and moves of "RR" on each test level
-    levels = tuple(es.level_for(10 ** 9 + i, 5, 1, 4) for i in range(5))
-    played = [es.play(level, "RR") for level in levels]
-    assert out["success"] == pytest.approx(sum(es.is_solved(p[0]) for p in played) / 5)
+    levels = tuple(sokoban.level_for(10 ** 9 + i, 5, 1, 4) for i in range(5))
+    played = [sokoban.play(level, "RR") for level in levels]
+    assert out["success"] == pytest.approx(sum(sokoban.is_solved(p[0]) for p in played) / 5)
     assert out["moves"] == pytest.approx(sum(p[3] for p in played) / 5)
     # a constant answer: the same on another level's board, one answer sequence, no better than the best constant
     assert out["board_ablation_success"] == out["success"] and out["distinct_answers"] == 1
-    assert out["best_constant_success"] == max(es.constant_successes(levels, 2).values()) >= out["success"]
+    assert out["best_constant_success"] == max(sokoban.constant_successes(levels, 2).values()) >= out["success"]
     assert out["n"] == 5 and out["split"] == "test" and out["greedy"]
 
 

@@ -70,12 +70,14 @@ def test_greedy_equals_generate_on_the_bundled_model():
     stop strings of both tasks and bf16 autocast: token-identical to transformers' generate."""
     import env_search
     import env_sokoban
+    import retrieval
+    import sokoban
     from policy import BUNDLED, prompt_ids
     model, tok = load_model(BUNDLED, "cpu")
-    retriever = env_search.BM25Retriever([{"title": "Paris", "text": "Paris is the capital of France."}])
+    retriever = retrieval.BM25Retriever([{"title": "Paris", "text": "Paris is the capital of France."}])
     search = [prompt_ids(tok, env_search.SearchEnv(q, ["x"], retriever).messages, "<reasoning>")
               for q in ("What is the capital of France?", "Who wrote Hamlet?")]
-    task = env_sokoban.SokobanTask(env_sokoban.level_for(3, 5, 1, 4), 2)
+    task = env_sokoban.SokobanTask(sokoban.level_for(3, 5, 1, 4), 2)
     sokoban = [prompt_ids(tok, task.messages("planner"), "<answer>")]
     for prompts, stops in ((search * 3, env_search.STOP_STRINGS), (sokoban * 2 + search[:1], env_sokoban.STOP_STRINGS)):
         ref = generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True, reference=True)

@@ -10,6 +10,7 @@ import pytest
 
 import env_search as es
 import questions as qs
+import retrieval
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def wiki():
     """The real corpus and its index, built once for this file: (docs, retriever)."""
-    docs = es.load_wiki_corpus()
-    return docs, es.BM25Retriever(docs)
+    docs = retrieval.load_wiki_corpus()
+    return docs, retrieval.BM25Retriever(docs)
 
 
 @pytest.fixture(scope="module")

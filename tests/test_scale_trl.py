@@ -9,9 +9,9 @@ from transformers import AutoModelForCausalLM
 
 trl = pytest.importorskip("trl")
 
-import env_search  # noqa: E402
 import loss  # noqa: E402
 import policy  # noqa: E402
+import retrieval  # noqa: E402
 import rewards  # noqa: E402
 import scale_trl  # noqa: E402
 import train  # noqa: E402
@@ -27,7 +27,7 @@ def make_trainer(tmp_path, model_dir, *flags):
                                     str(tmp_path / "out"), "--use_cpu", "--bf16", "false", "--num_generations", "2",
                                     "--per_device_train_batch_size", "2", "--max_steps", "1", "--save_strategy", "no",
                                     "--activation_checkpointing", "false", "--temperature", "0.7", *flags])
-    retriever = env_search.BM25Retriever(DOCS)
+    retriever = retrieval.BM25Retriever(DOCS)
     trainer = scale_trl.TurnLevelGRPOTrainer(
         model=model_dir, reward_funcs=scale_trl.REWARD_FUNCS, args=config,
         train_dataset=scale_trl.training_set(task, retriever), rollout_func=scale_trl.make_rollout(task, retriever),

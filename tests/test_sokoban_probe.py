@@ -10,16 +10,16 @@ from transformers import AutoModelForCausalLM
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
 import sokoban_probe  # noqa: E402
 
-import env_sokoban  # noqa: E402
+import sokoban  # noqa: E402
 
 
 def test_optimal_moves_by_hand():
     # box right of the player, goal two cells further: R R solves it; any other move costs more
-    assert sokoban_probe.optimal_moves(env_sokoban.parse_board(["######", "#@$ .#", "######"])) == ["R"]
+    assert sokoban_probe.optimal_moves(sokoban.parse_board(["######", "#@$ .#", "######"])) == ["R"]
     # the player must stand left of the box, one row down and one column right: D R or R D, then
     # the push R: 3 moves, and both first moves are optimal; up and left are not
-    board = env_sokoban.parse_board(["######", "#@   #", "#  $.#", "#    #", "######"])
-    assert env_sokoban.moves_left(board) == 3
+    board = sokoban.parse_board(["######", "#@   #", "#  $.#", "#    #", "######"])
+    assert sokoban.moves_left(board) == 3
     assert sokoban_probe.optimal_moves(board) == ["D", "R"]
 
 def test_board_blind_baseline_by_hand():

@@ -15,6 +15,7 @@ import checkpoint
 import env_search
 import mtgrpo
 import policy
+import retrieval
 import rewards
 import show
 import train
@@ -54,7 +55,7 @@ def test_env_suffix_closes_the_turn_and_opens_the_next(tokenizer):
 
 
 def test_token_masks_of_a_two_turn_episode(monkeypatch, tokenizer):
-    tok, retriever = tokenizer, env_search.BM25Retriever(DOCS)
+    tok, retriever = tokenizer, retrieval.BM25Retriever(DOCS)
     env = env_search.SearchEnv("Capital of France?", ["Paris"], retriever)
     scripted(monkeypatch, tok, [[TURN1], [TURN2]])
     samples, n_gen = policy.play_episodes(None, tok, [env], args_for(), env_search.STOP_STRINGS)
@@ -83,7 +84,7 @@ def replay(question, answers, retriever, texts):
 
 
 def test_turn_advantages_reach_the_right_tokens(monkeypatch, tokenizer):
-    retriever = env_search.BM25Retriever(DOCS)
+    retriever = retrieval.BM25Retriever(DOCS)
     # group of G = 2: episode 0 searches then answers right; episode 1 answers wrong at once
     scripted(monkeypatch, tokenizer, [[TURN1, WRONG], [TURN2]])
     good, bad = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
@@ -105,7 +106,7 @@ def test_turn_advantages_reach_the_right_tokens(monkeypatch, tokenizer):
 def test_several_questions_are_normalised_in_their_own_groups(monkeypatch, tokenizer):
     """3 questions x G = 2 in one step: each question's two episodes form one group; mixing rows
     of different questions (wrong order or grouping) changes the advantages."""
-    retriever = env_search.BM25Retriever(DOCS)
+    retriever = retrieval.BM25Retriever(DOCS)
     questions = [{"question": "France?", "answers": ["Paris"]}, {"question": "Germany?", "answers": ["Berlin"]},
                  {"question": "Also France?", "answers": ["Paris"]}]
     plays = [[TURN1, TURN2], [WRONG], [TURN1, TURN2], [TURN1_DE, TURN2_DE], [WRONG], [WRONG]]
