@@ -269,6 +269,8 @@ def plot(env, out, algos, seeds=()):
                         alpha=0.6, color=color, label=f"{NAMES[a]} training (5-step mean)")
     for ax, k in zip(axes[0], keys):
         ax.set(title=k, xlabel="step")
+        if k.endswith(("success", "rate")):  # rates on one 0-1 scale, so a gap of one level looks its size
+            ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     fig.suptitle(f"{' vs '.join(NAMES[a] for a in algos)} ({env}), against training steps")
     fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(algos), fontsize=8)
