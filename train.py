@@ -147,6 +147,9 @@ def main(argv=None):
     device = pick_device(args.device)
     print(json.dumps(dataclasses.asdict(args), indent=1) + f"\ndevice {device}, bf16 autocast {args.bf16 and bf16_ok(device)}")
     data, pool, test = load_task(args)
+    if args.eval_every and len(test) < args.eval_n:
+        print(f"note: the test split has only {len(test)} items; each evaluation uses them all, not "
+              f"--eval-n {args.eval_n}", file=sys.stderr)
     rng, start, history = random.Random(args.seed), 0, []
     roles = env_sokoban.ROLES if args.policy == "per-role" else ("policy",)
     if args.resume:

@@ -128,6 +128,18 @@ def test_a_batch_larger_than_the_training_set_is_refused(tmp_path):
     assert not os.path.exists(tmp_path / "o")
 
 
+def test_a_test_split_smaller_than_eval_n_is_said(tmp_path, tiny_model_dir, capsys):
+    qs, corpus = tmp_path / "qs.jsonl", tmp_path / "corpus.jsonl"
+    qs.write_text('{"question": "Who?", "answers": ["A"]}\n' * 2)
+    corpus.write_text('{"title": "A", "text": "A is a letter."}\n')
+    train.main(["--train-questions", str(qs), "--test-questions", str(qs), "--corpus", str(corpus),
+                "--model", tiny_model_dir, "--batch-size", "1", "--steps", "1", "--eval-n", "5",
+                "--num-generations", "2", "--max-completion-length", "4", "--bf16", "false",
+                "--out", str(tmp_path / "o")])
+    note = "the test split has only 2 items; each evaluation uses them all, not --eval-n 5"
+    assert note in capsys.readouterr().err
+
+
 def test_task_flags_of_a_run_do_not_leak_into_the_other_task(tmp_path):
     run = make_run(tmp_path, {"env": "search", "prefill": "<reasoning>", "top_k": 3}, checkpoint_folder=True)
     ours, args = evaluate.parse_args(["--env", "sokoban", "--model", str(run / "checkpoint")])
