@@ -135,7 +135,7 @@ def to_sample(candidate, advantage, role, turn, rewards, group):
 def make_level(seed, args):
     """A seeded level with the curriculum knobs (room size, boxes, reverse steps, solution length)."""
     return sokoban.level_for(seed, args.size, args.boxes, args.reverse_steps,
-                                 solution=(args.min_solution, args.max_solution or None))
+                             solution=(args.min_solution, args.max_solution or None))
 
 
 def make_tasks(seeds, args, levels=None):

@@ -30,7 +30,7 @@ import atgrpo  # noqa: E402
 import sokoban  # noqa: E402
 import train  # noqa: E402
 from loss import autocast  # noqa: E402
-from policy import BUNDLED, load_model, prompt_ids  # noqa: E402
+from policy import BUNDLED, left_padded, load_model, prompt_ids  # noqa: E402
 
 TEST_SEED = 10 ** 9  # the test levels' first seed, as train.py's evaluation
 
@@ -64,13 +64,10 @@ def blind_accuracy(data):
 def target_loss(model, rows, pad_id):
     """Mean cross-entropy of the answer tokens. Rows are left-padded so that every answer ends
     the row and only the last positions' logits are computed (logits_to_keep)."""
-    width, n = max(len(p) + len(t) for p, t in rows), max(len(t) for _, t in rows)
-    ids = torch.full((len(rows), width), pad_id)
-    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    ids, attn, _ = left_padded([prompt + target for prompt, target in rows], pad_id, "cpu")
+    n = max(len(target) for _, target in rows)
     labels = torch.full((len(rows), n), -100)
-    for i, (prompt, target) in enumerate(rows):
-        ids[i, width - len(prompt) - len(target):] = torch.tensor(prompt + target)
-        attn[i, width - len(prompt) - len(target):] = 1
+    for i, (_, target) in enumerate(rows):
         labels[i, n - len(target):] = torch.tensor(target)
     logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=n + 1).logits[:, :-1]
     return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
