@@ -7,11 +7,13 @@ being the accepted aliases; generated ones also carry the "title" of their artic
      "answers": ["2001: A Space Odyssey"], "title": "2001: A Space Odyssey"}
 
 Read top to bottom: generated questions (aliases, sentences, clues, leaks), the train/test split,
-the JSONL loader, the train/test sets of a run, and a command line (`python questions.py --help`): counts, samples, and a
-retrieval benchmark.
+the JSONL loader, the train/test sets of a run, the questions the search tool misses, and a
+command line (`python questions.py --help`): counts, samples, a retrieval benchmark, and
+`--write-hard FOLDER`, the harder question files.
 """
 import argparse
 import hashlib
+import json
 import os
 import random
 import re
@@ -171,6 +173,29 @@ def recall(retriever, questions, ks=(1, 3)):
             for k in ks}
 
 
+def retrieval_misses(retriever, questions, k=1):
+    """The questions whose article is not in the top k results of the raw question as the query:
+    on them the search tool rarely pays (the "harder questions" of docs/results-search.md)."""
+    return [q for q in questions
+            if q["title"] not in [h["title"] for h in retriever.search(q["question"], k)]]
+
+
+def write_hard(folder, seed=0, k=1):
+    """Write FOLDER/train.jsonl and FOLDER/test.jsonl: retrieval_misses of both sides of the split,
+    for train.py --train-questions / --test-questions. Returns (train count, test count)."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise SystemExit(f"--write-hard {folder}: exists and is not a folder; give a folder path")
+    docs = load_wiki_corpus()
+    retriever = BM25Retriever(docs)
+    sides = [retrieval_misses(retriever, side, k)
+             for side in split_by_article(make_questions(docs, seed=seed), seed=seed)]
+    os.makedirs(folder, exist_ok=True)
+    for name, side in zip(("train", "test"), sides):
+        with open(os.path.join(folder, name + ".jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(q) + "\n" for q in side)
+    return tuple(len(side) for side in sides)
+
+
 def bench(seed=0, human_path=HUMAN_QUESTIONS):
     """Index build time, 1,000 searches, and how often the raw question finds its answer: the
     generated test clues, and the human-written questions of human_path."""
@@ -208,6 +233,10 @@ def main(argv=None):
                         help="time the BM25 index and searches, and measure how often the raw "
                              "test question, used as the query, finds its article (generated "
                              "test clues and data/human_questions.jsonl)")
+    action.add_argument("--write-hard", metavar="FOLDER",
+                        help="write FOLDER/train.jsonl and FOLDER/test.jsonl: the questions whose "
+                             "article is not the top BM25 hit of the raw question (the search "
+                             "tool rarely helps on them), for --train-questions/--test-questions")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the clues, the split and the samples (default 0)")
     args = parser.parse_args(argv)
@@ -215,6 +244,11 @@ def main(argv=None):
         parser.error("--show needs N >= 1")
     if args.bench:
         bench(args.seed)
+        return 0
+    if args.write_hard:
+        n_train, n_test = write_hard(args.write_hard, args.seed)
+        print(f"{args.write_hard}: {n_train} train and {n_test} test questions whose article is "
+              "not the top hit of the raw question")
         return 0
     docs = load_wiki_corpus()
     train, test = split_by_article(make_questions(docs, seed=args.seed), seed=args.seed)

@@ -186,3 +186,32 @@ def test_cli_show_needs_a_positive_count(capsys):
     with pytest.raises(SystemExit):
         qs.main(["--show", "0"])
     assert "--show needs N >= 1" in capsys.readouterr().err
+
+
+def test_retrieval_misses_keeps_only_questions_whose_article_is_not_found():
+    docs = [{"title": "Gamma", "text": "Gamma is a city of trade and an old cathedral."},
+            {"title": "Delta", "text": "Delta is a river mouth with wide wetlands."}]
+    retriever = retrieval.BM25Retriever(docs)
+    found = {"question": "a city of trade with a cathedral", "answers": ["Gamma"], "title": "Gamma"}
+    second = {"question": "a city at a river mouth", "answers": ["Gamma"], "title": "Gamma"}
+    missed = {"question": "wide wetlands", "answers": ["Gamma"], "title": "Gamma"}  # no Gamma word
+    assert qs.retrieval_misses(retriever, [found, second, missed], k=1) == [second, missed]
+    assert qs.retrieval_misses(retriever, [found, second, missed], k=2) == [missed]
+
+
+def test_cli_write_hard_writes_loadable_files_of_missed_questions(wiki, questions, tmp_path):
+    folder = tmp_path / "hard"
+    assert qs.main(["--write-hard", str(folder)]) == 0
+    train, test = (qs.load_titled_qa_jsonl(str(folder / f"{side}.jsonl")) for side in ("train", "test"))
+    assert train and test and len(train) + len(test) < len(questions) / 3
+    assert {q["title"] for q in train}.isdisjoint(q["title"] for q in test)
+    for q in train[:50] + test[:50]:
+        assert wiki[1].search(q["question"], 1)[0]["title"] != q["title"]
+    assert qs.load_qa_jsonl(str(folder / "test.jsonl"))[0] == {k: test[0][k] for k in ("question", "answers")}
+
+
+def test_cli_write_hard_refuses_a_file_path(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("x")
+    with pytest.raises(SystemExit, match="is not a folder"):
+        qs.main(["--write-hard", str(path)])
