@@ -200,7 +200,7 @@ def report(env, out, algos=None, seeds=()):
     rows, algos = train.TABLE[env], algos or ORDER[env]
     keys = [k for k, _ in rows]
     runs = {a: [summary(r, keys) for r in run_folders(out, a, seeds).values()] for a in algos}
-    n = f" ({len(seeds)} seeds)" if seeds else ""
+    n = f" ({len(seeds)} seed{'s' * (len(seeds) > 1)})" if seeds else ""
     evals = [(a, i) for a in algos for i in range(max(len(r["evals"]) for r in runs[a]))]  # (algo, 0: first, 1: last eval)
     step = lambda a, i: "/".join(sorted({str(r["evals"][i]["step"]) for r in runs[a] if len(r["evals"]) > i}))
     lines = [f"# {' vs '.join(NAMES[a] for a in algos)} ({env}){n}", ""]

@@ -163,6 +163,8 @@ def test_seeds_run_one_folder_each_and_report_mean_and_range(tmp_path, monkeypat
     # success at step 4: mean of 0.25, 0.5, 0.125 = 0.291667, lowest 0.125, highest 0.5
     assert "| success rate | 0.000 (0.000–0.000) | 0.292 (0.125–0.500) |" in text
     assert "| AT-GRPO seed 2 | 4 |" in text and "(3 seeds)" in text
+    compare.main(["--env", "sokoban", "--out", out, "--seeds", "0", "--algos", "at", "--report-only"])
+    assert "(1 seed)" in open(os.path.join(out, "results.md")).read()
     with pytest.raises(SystemExit, match="--seed is set by compare.py"):
         compare.main(["--env", "sokoban", "--out", out, "--seeds", "0", "--", "--seed", "1"])
     assert compare.by_step([[{"step": 0, "x": 1}, {"step": 2, "x": 3}], [{"step": 2, "x": 5}]], "x") == [(2, [3, 5])]
