@@ -180,20 +180,18 @@ def retrieval_misses(retriever, questions, k=1):
             if q["title"] not in [h["title"] for h in retriever.search(q["question"], k)]]
 
 
-def write_hard(folder, seed=0, k=1):
-    """Write FOLDER/train.jsonl and FOLDER/test.jsonl: retrieval_misses of both sides of the split,
-    for train.py --train-questions / --test-questions. Returns (train count, test count)."""
+def write_hard(folder, docs, sides):
+    """Write FOLDER/train.jsonl and FOLDER/test.jsonl: retrieval_misses of the (train, test) sides
+    in docs' index, for train.py --train-questions / --test-questions. Returns the two counts."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise SystemExit(f"--write-hard {folder}: exists and is not a folder; give a folder path")
-    docs = load_wiki_corpus()
     retriever = BM25Retriever(docs)
-    sides = [retrieval_misses(retriever, side, k)
-             for side in split_by_article(make_questions(docs, seed=seed), seed=seed)]
+    hard = [retrieval_misses(retriever, side) for side in sides]
     os.makedirs(folder, exist_ok=True)
-    for name, side in zip(("train", "test"), sides):
+    for name, side in zip(("train", "test"), hard):
         with open(os.path.join(folder, name + ".jsonl"), "w", encoding="utf-8") as f:
             f.writelines(json.dumps(q) + "\n" for q in side)
-    return tuple(len(side) for side in sides)
+    return tuple(len(side) for side in hard)
 
 
 def bench(seed=0, human_path=HUMAN_QUESTIONS):
@@ -245,13 +243,13 @@ def main(argv=None):
     if args.bench:
         bench(args.seed)
         return 0
+    docs = load_wiki_corpus()
+    train, test = split_by_article(make_questions(docs, seed=args.seed), seed=args.seed)
     if args.write_hard:
-        n_train, n_test = write_hard(args.write_hard, args.seed)
+        n_train, n_test = write_hard(args.write_hard, docs, (train, test))
         print(f"{args.write_hard}: {n_train} train and {n_test} test questions whose article is "
               "not the top hit of the raw question")
         return 0
-    docs = load_wiki_corpus()
-    train, test = split_by_article(make_questions(docs, seed=args.seed), seed=args.seed)
     if args.show is not None:
         show(train, test, args.show, args.seed)
     else:
