@@ -174,19 +174,25 @@ def episode_metrics(played, final):
     return log
 
 
-def evaluate(sample, seeds, args):
+def evaluate(sample, seeds, args, chunks=lambda levels: [levels]):
     """Play the levels with one answer per agent and turn (greedy in train.py's evaluation), then
     the three checks that a constant answer cannot pass:
       best_constant_success   the best success of one fixed answer played on every level
                               (sokoban.constant_successes), the policy's 3 commonest included;
       board_ablation_success  success when every prompt shows another level's board
                               (level i sees level i+1's): a policy that reads the board drops;
-      distinct_answers        how many different answer sequences the policy played (distinct)."""
+      distinct_answers        how many different answer sequences the policy played (distinct).
+    `chunks(level indices)` yields the parts played together (train.py: a part at a time under
+    a progress bar)."""
     levels = tuple(make_level(s, args) for s in seeds)
-    trajectories, final = parallel_rollout(make_tasks(seeds, args, levels), sample)
+    trajectories, final, ablated = [], [], []
+    for part in chunks(list(range(len(levels)))):
+        played = parallel_rollout(make_tasks(None, args, [levels[i] for i in part]), sample)
+        trajectories, final = trajectories + played[0], final + played[1]
+        decoys = make_tasks(None, args, [levels[(i + 1) % len(levels)] for i in part])
+        ablated += parallel_rollout(make_tasks(None, args, [levels[i] for i in part]), sample, decoys)[1]
     log = episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
-    decoys = make_tasks(seeds, args, levels[1:] + levels[:1])
-    log["board_ablation_success"] = episode_metrics([], parallel_rollout(make_tasks(seeds, args, levels), sample, decoys)[1])["success"]
+    log["board_ablation_success"] = episode_metrics([], ablated)["success"]
     answers = Counter("".join(t.answers).replace("-", "") for t in final)
     commonest, budget = tuple(a for a, _ in answers.most_common(3) if a), args.max_turns * args.moves_per_turn
     constants = {**sokoban.constant_successes(levels, budget),  # cached: the same test levels every time

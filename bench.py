@@ -3,20 +3,32 @@ hold even when absolute seconds drift:
 
     python bench.py          # ours alone: generate and forward+backward, fp32 vs bf16 autocast
     python bench.py --trl    # one GRPO step, ours and TRL's GRPOTrainer side by side
+    python bench.py --trl --fp32     # the same with autocast off on both sides
     python bench.py --shared-prompt  # AT-GRPO update: K candidates' shared prompt run once or K times
 
 --trl needs TRL, kept out of the core requirements:
     pip install -c requirements.txt -r requirements-scale.txt
 
-Both modes also measure the bf16 matmul peak of this CPU/GPU (2048 x 2048), in the same run.
+Precision: the phases compute in bf16 (autocast over fp32 weights) on a GPU and on a CPU with
+native bf16 (AVX512-BF16 / AMX), else in fp32: most laptop CPUs have no native bf16, so training
+there runs in fp32 (loss.bf16_ok). `python bench.py` times bf16 against fp32 only where bf16 is
+native; elsewhere it times fp32 alone and says so. `--trl --fp32` turns autocast off on both
+sides (ours: the step's bf16 field; TRL: bf16=False), so ours / TRL can be measured in fp32 also
+where bf16 runs; without it a CPU with no native bf16 already measures fp32. Every output line
+and table names the precision it was measured in.
+
+`python bench.py` and --trl also measure the matmul peak of this CPU/GPU (2048 x 2048), in the
+same run and in the dtype the phases compute in (a line such as "fp32 matmul peak at start:
+612 GFLOP/s"); "% of peak" is relative to it, and the --json line carries peak_gflops and
+peak_dtype.
 
 --trl runs the same single-turn GRPO step on both sides: the same search prompts (one-shot
 example, `<reasoning>` prefilled, as train.py builds them; identical token ids, checked),
 B questions x G samples of at most L new tokens at temperature 1 (no top-k, no top-p, no stop
 strings), reward = rewards.xml_format_reward, group-normalised advantages, the token-mean
 clipped loss (TRL's loss_type "dapo"), mu = 1, AdamW, M sequences per forward/backward with
-gradient accumulation, bf16 autocast over fp32 weights; step k samples with torch seed k on
-both sides. Phases:
+gradient accumulation, bf16 autocast over fp32 weights (fp32 with --fp32 or without native
+bf16, see Precision); step k samples with torch seed k on both sides. Phases:
 
     generate   ours: policy.generate_turn       TRL: GRPOTrainer._generate_single_turn
     reference  ours: loss.fill_logprobs(ref)    TRL: _get_per_token_logps_and_entropies(ref_model)
@@ -69,9 +81,19 @@ def timed(fn, repeat=1):
     return (time.perf_counter() - start) / repeat
 
 
-def matmul_gflops(device, n=2048, repeat=10):
-    """bf16 (n x n) @ (n x n) throughput: the ceiling the phases are compared against."""
-    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+def compute_dtype(device, bf16=True):
+    """The dtype the phases compute in: bf16 under autocast where the hardware has it and bf16
+    is on, else fp32 (loss.autocast is then a no-op)."""
+    return torch.bfloat16 if bf16 and bf16_ok(device) else torch.float32
+
+
+def matmul_gflops(device, dtype, n=2048, repeat=10):
+    """(n x n) @ (n x n) throughput in `dtype`: the ceiling the phases computing in that dtype
+    are compared against."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
     seconds = timed(lambda: a @ a, repeat)
     return 2 * n ** 3 / seconds / 1e9
 
@@ -139,7 +161,10 @@ def forward_backward(model, samples, micro_batch_size, device, bf16=True):
 
 # ---------------------------------------------------------------- ours alone: fp32 vs bf16
 def precision_bench(args):
-    """generate and forward+backward on the default run's shapes, fp32 vs bf16 autocast."""
+    """generate and forward+backward on the default run's shapes, fp32 vs bf16 autocast, each
+    against the matmul peak of its dtype. Without native bf16 only fp32 is timed: loss.autocast
+    is then a no-op, so a "bf16" row would time fp32 again and print a speed-up of 1 that means
+    nothing, and forcing torch.autocast would time an emulated bf16 that training never uses."""
     model, tok = load_model(args.model, args.device)
     prompts = search_prompts(tok, args.sequences)[1]
     # update batch: prompt + a full-length turn, as long as a two-turn episode of the default run
@@ -157,30 +182,34 @@ def precision_bench(args):
 
     print(f"{args.model} on {args.device}: {args.sequences} sequences, {args.max_completion_length} "
           f"new tokens, update length {length} tokens, micro-batch {args.micro_batch_size}")
-    rows = {}
-    for bf16 in (False, True):
-        name = "bf16 autocast" if bf16 else "fp32"
+    if not bf16_ok(args.device):
+        print(f"no native bf16 on this {args.device}: training computes in fp32 here (bf16 autocast "
+              f"would be emulated and is not used), so only fp32 is timed")
+    rows, params = {}, n_params(model)
+    precisions = (False, True) if bf16_ok(args.device) else (False,)
+    for bf16 in precisions:
         n_new = sum(map(len, generate(bf16)))
         g = timed(lambda: generate(bf16))
         u = timed(lambda: update(bf16))
-        rows[name] = (g, n_new / g, u, args.sequences * length / u)
-        print(f"{name:<14} generate {g:6.1f} s ({n_new / g:6.1f} tok/s)   "
+        rows[compute_dtype(args.device, bf16)] = (g, u)
+        print(f"{'bf16 autocast' if bf16 else 'fp32':<14} generate {g:6.1f} s ({n_new / g:6.1f} tok/s)   "
               f"forward+backward {u:6.1f} s ({args.sequences * length / u:7.1f} tok/s)")
-    fp, bf = rows["fp32"], rows["bf16 autocast"]
-    print(f"bf16 / fp32 speed-up: generate {fp[0] / bf[0]:.2f}x, forward+backward {fp[2] / bf[2]:.2f}x")
-    peak = matmul_gflops(args.device)
-    params = n_params(model)
-    train_flops = 6 * params * args.sequences * length / bf[2] / 1e9
-    print(f"bf16 matmul peak {peak:.0f} GFLOP/s; bf16 forward+backward reaches {train_flops:.0f} GFLOP/s "
-          f"(6 x {params / 1e6:.0f}M params x tokens / s) = {100 * train_flops / peak:.0f}% of it")
+    if len(rows) == 2:
+        (fg, fu), (bg, bu) = rows[torch.float32], rows[torch.bfloat16]
+        print(f"bf16 / fp32 speed-up: generate {fg / bg:.2f}x, forward+backward {fu / bu:.2f}x")
+    for dtype, (_, u) in rows.items():
+        name, peak = DTYPE_NAMES[dtype], matmul_gflops(args.device, dtype)
+        train_flops = 6 * params * args.sequences * length / u / 1e9
+        print(f"{name} matmul peak {peak:.0f} GFLOP/s; {name} forward+backward reaches {train_flops:.0f} "
+              f"GFLOP/s (6 x {params / 1e6:.0f}M params x tokens / s) = {100 * train_flops / peak:.0f}% of it")
 
 
 # ---------------------------------------------------------------- shared prompt (AT-GRPO)
 def shared_prompt_bench(args):
     """forward+backward of AT-GRPO groups (K candidates of one Sokoban prompt, a full-length
-    answer each, bf16 autocast): the prompt run K times (each row's first token made
-    different, so nothing is shared: the same shapes), and the prompt run once per group
-    (loss.SharedPrompt) with micro-batches of 1 row and of K rows."""
+    answer each, bf16 autocast where native, else fp32): the prompt run K times (each row's
+    first token made different, so nothing is shared: the same shapes), and the prompt run once
+    per group (loss.SharedPrompt) with micro-batches of 1 row and of K rows."""
     model, tok = load_model(args.model, args.device)
     K, g = args.num_generations, torch.Generator().manual_seed(0)
     tasks = [env_sokoban.SokobanTask(sokoban.level_for(s, 5, 1, 4)) for s in range(args.sequences // K)]
@@ -198,7 +227,8 @@ def shared_prompt_bench(args):
             "prompt once, 1 row": timed(lambda: update(groups, 1), 2),
             f"prompt once, {K} rows": timed(lambda: update(groups, K), 2)}
     print(f"{args.model} on {args.device}: {len(groups)} groups x K = {K}, prompt {len(prompts[0])} tokens "
-          f"+ {args.max_completion_length} trained tokens, forward+backward, bf16 autocast {bf16_ok(args.device)}")
+          f"+ {args.max_completion_length} trained tokens, forward+backward in "
+          f"{DTYPE_NAMES[compute_dtype(args.device)]}")
     base = rows[f"prompt {K} times, {K} rows"]
     for name, seconds in rows.items():
         print(f"{name:<24} {seconds:6.2f} s   speed-up {base / seconds:.2f}x")
@@ -206,11 +236,12 @@ def shared_prompt_bench(args):
 
 # ---------------------------------------------------------------- side by side: ours
 def step_config(args, beta):
-    """train.Args of the bench step (the fields policy_update reads)."""
+    """train.Args of the bench step (the fields policy_update reads); bf16 autocast where the
+    hardware has it, unless --fp32."""
     return Args(num_generations=args.num_generations, max_completion_length=args.max_completion_length,
                 beta=beta, micro_batch_size=args.micro_batch_size, learning_rate=args.learning_rate,
                 temperature=1.0, loss_type="token", num_iterations=1, device=args.device,
-                bf16=bf16_ok(args.device))
+                bf16=bf16_ok(args.device) and not args.fp32)
 
 
 def our_step(model, ref, tok, optimizer, prompts, cfg, probe):
@@ -386,10 +417,11 @@ def summarize(logs, params, peak):
     return rows, total
 
 
-def table(beta, ours, trl):
-    """Markdown rows for one beta: seconds per step, tokens / s, ratio and % of the peak."""
-    lines = [f"| β = {beta:g} | ours s/step | TRL s/step | ours tok/s | TRL tok/s | ours / TRL speed "
-             f"| ours % of peak | TRL % of peak |", "|---|---|---|---|---|---|---|---|"]
+def table(beta, ours, trl, dtype):
+    """Markdown rows for one beta (measured in `dtype`): seconds per step, tokens / s, ratio and
+    % of the peak."""
+    lines = [f"| β = {beta:g}, {dtype} | ours s/step | TRL s/step | ours tok/s | TRL tok/s "
+             f"| ours / TRL speed | ours % of peak | TRL % of peak |", "|---|---|---|---|---|---|---|---|"]
     for phase in PHASES:
         if phase in ours and phase in trl:
             o, t = ours[phase], trl[phase]
@@ -397,6 +429,15 @@ def table(beta, ours, trl):
                          f"| {t['tok_s']:.1f} | **{o['tok_s'] / t['tok_s']:.2f}×** "
                          f"| {100 * o['peak']:.1f} % | {100 * t['peak']:.1f} % |")
     return "\n".join(lines)
+
+
+def precision_note(args):
+    """What both sides of --trl compute in, and why."""
+    if args.fp32:
+        return "fp32 on both sides (--fp32: autocast off, ours bf16=False, TRL bf16=False)"
+    if bf16_ok(args.device):
+        return "bf16 autocast over fp32 weights on both sides (--fp32 to measure fp32)"
+    return f"fp32 on both sides (no native bf16 on this {args.device}: training runs in fp32 too)"
 
 
 def side_by_side(args):
@@ -409,8 +450,10 @@ def side_by_side(args):
     texts = [t for t in texts for _ in range(args.num_generations)]  # G samples per question
     ids = [p for p in ids for _ in range(args.num_generations)]
     batches = [ids[i:i + per_step] for i in range(0, len(ids), per_step)]
-    peak = matmul_gflops(args.device)
-    print(f"bf16 matmul peak at start: {peak:.0f} GFLOP/s")
+    dtype = compute_dtype(args.device, not args.fp32)
+    print(f"precision: {precision_note(args)}")
+    peak = matmul_gflops(args.device, dtype)
+    print(f"{DTYPE_NAMES[dtype]} matmul peak at start: {peak:.0f} GFLOP/s")
     results = {}
     for beta in args.betas:
         cfg = step_config(args, beta)
@@ -431,14 +474,14 @@ def side_by_side(args):
         print(f"beta {beta:g}: dtype of the first Linear's output per phase: ours {dtypes['ours']}, "
               f"TRL {dtypes['trl']}")
         results[beta] = {side: logs[side] for side in ("ours", "trl")}, params
-    peak = max(peak, matmul_gflops(args.device))
-    print(f"bf16 matmul peak (best of start and end): {peak:.0f} GFLOP/s")
-    return report(args, results, peak)
+    peak = max(peak, matmul_gflops(args.device, dtype))
+    print(f"{DTYPE_NAMES[dtype]} matmul peak (best of start and end): {peak:.0f} GFLOP/s")
+    return report(args, results, peak, DTYPE_NAMES[dtype])
 
 
 def speedups(ours, trl, o_total, t_total, n):
     """The headline numbers of one beta: ours / TRL in tokens per second per phase, our share of
-    the bf16 matmul peak, and the tokens per step of each side."""
+    the matmul peak (in the dtype the phases compute in), and the tokens per step of each side."""
     out = {f"{p}_speedup": ours[p]["tok_s"] / trl[p]["tok_s"] for p in PHASES if p in ours and p in trl}
     out.update({f"{p}_peak_fraction": ours[p]["peak"] for p in ("generate", "update", "step")},
                trl_update_peak_fraction=trl["update"]["peak"], trl_generate_peak_fraction=trl["generate"]["peak"])
@@ -450,17 +493,18 @@ def speedups(ours, trl, o_total, t_total, n):
     return out
 
 
-def report(args, results, peak):
-    """Print the tables; return {"peak_gflops", "by_beta": {beta: speedups}} (the --json line)."""
-    summary = {"peak_gflops": peak, "by_beta": {}}
-    print(f"\n{args.model} on {args.device}, bf16 autocast {bf16_ok(args.device)}: {args.batch_size} questions "
+def report(args, results, peak, dtype):
+    """Print the tables, measured in `dtype` ("bf16" or "fp32"); return {"peak_gflops",
+    "peak_dtype", "by_beta": {beta: speedups}} (the --json line)."""
+    summary = {"peak_gflops": peak, "peak_dtype": dtype, "by_beta": {}}
+    print(f"\n{args.model} on {args.device}, computing in {dtype}: {args.batch_size} questions "
           f"x G = {args.num_generations}, at most {args.max_completion_length} new tokens, micro-batch "
           f"{args.micro_batch_size}, {args.steps} timed steps after {args.warmup} warm-up "
-          f"x {args.rounds} round(s); bf16 matmul peak {peak:.0f} GFLOP/s\n")
+          f"x {args.rounds} round(s); {dtype} matmul peak {peak:.0f} GFLOP/s\n")
     for beta, (logs, params) in results.items():
         ours, o_total = summarize(logs["ours"], params, peak)
         trl, t_total = summarize(logs["trl"], params, peak)
-        print(table(beta, ours, trl))
+        print(table(beta, ours, trl, dtype))
         n = len(logs["ours"])
         print(f"\nper step (β = {beta:g}): generated tokens ours {o_total['generated'] / n:.0f}, "
               f"TRL {t_total['generated'] / n:.0f}; tokens through the update (prompt + completion) "
@@ -489,9 +533,10 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=1, help="--trl: repeat ours/TRL, alternating the order")
     p.add_argument("--seed", type=int, default=0, help="--trl: which training questions")
     p.add_argument("--json", action="store_true", help="--trl: end with one JSON line of the ratios")
+    p.add_argument("--fp32", action="store_true", help="--trl: autocast off on both sides (fp32 also where bf16 runs)")
     args = p.parse_args(argv)
-    if args.json and not args.trl:
-        p.error("--json goes with --trl")
+    if (args.json or args.fp32) and not args.trl:
+        p.error("--json and --fp32 go with --trl")
     summary = side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else precision_bench(args)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory {rss:.0f} MB")

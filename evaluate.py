@@ -17,8 +17,6 @@ import os
 import sys
 import time
 
-from tqdm import tqdm
-
 import rewards
 import train
 from policy import BUNDLED, load_model, pick_device
@@ -39,7 +37,7 @@ def parse_args(argv):
     p.add_argument("--env", choices=["search", "sokoban"], help="default: the run's, else search")
     p.add_argument("--split", choices=["test", "train"], default="test")
     p.add_argument("--n", type=int, default=64, help="questions or levels")
-    p.add_argument("--chunk", type=int, default=16, help="search: episodes per batched generate (sokoban: all at once)")
+    p.add_argument("--chunk", type=int, default=16, help="questions or levels played together (one batch per turn)")
     p.add_argument("--sample", action="store_true", help="sample at --temperature instead of greedy")
     p.add_argument("--json", action="store_true", help="end with one JSON line of the metrics")
     ours, rest = p.parse_known_args(argv)
@@ -84,16 +82,10 @@ def evaluation_set(args, split):
 
 
 def evaluate(models, tok, args, split, chunk, greedy=True):
-    """Mean metrics over the split, `chunk` episodes per call, weighted by chunk size."""
+    """Mean metrics over the split, `chunk` episodes played together, under a progress bar."""
     data, items = evaluation_set(args, split)
-    chunk = len(items) if args.env == "sokoban" else chunk  # its checks compare all levels at once
-    totals = {}
-    for i in tqdm(range(0, len(items), chunk), desc=f"evaluate {args.env}", unit="chunk"):
-        part = items[i:i + chunk]
-        for k, v in train.evaluate_policy(models, tok, part, data, args, greedy).items():
-            if not isinstance(v, str):  # exact_match_each: per question, for compare.py only
-                totals[k] = totals.get(k, 0.0) + v * len(part)
-    return {k: v / len(items) for k, v in totals.items()}, len(items)
+    metrics = train.evaluate_policy(models, tok, items, data, args, greedy, chunk, desc=f"evaluate {args.env}")
+    return {k: v for k, v in metrics.items() if not isinstance(v, str)}, len(items)  # not exact_match_each
 
 
 def report(metrics, args, ours, n):

@@ -107,6 +107,48 @@ def token_texts(tok):
     return [tok.decode([i]) for i in range(len(tok))]
 
 
+# ---------------------------------------------------------------- where a turn ends
+@functools.lru_cache(maxsize=4)
+def special_ids(tok):
+    """The ids of the tokenizer's special tokens (<|im_start|>, <|endoftext|>, ...)."""
+    return frozenset(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items() if t.special}
+
+
+@functools.lru_cache(maxsize=4)
+def template_end_of_turn(tok):
+    """The token the chat template closes an assistant message with (<|im_end|> for ChatML
+    models such as SmolLM2 and Qwen2.5, <|eot_id|> for Llama 3), or None if it closes with text."""
+    probe = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "\x00"}]
+    text = tok.apply_chat_template(probe, tokenize=False)
+    after = tok(text[text.index("\x00") + 1:], add_special_tokens=False)["input_ids"]
+    return after[0] if after and after[0] in special_ids(tok) else None
+
+
+def end_of_turn_ids(tok, model):
+    """Every id that ends a model's turn: the tokenizer's EOS, each EOS of the model's generation
+    config (Qwen2.5-Instruct lists <|im_end|> and <|endoftext|>) and the chat template's
+    end-of-turn token (a base model's EOS is <|endoftext|>, but its template ends a turn with
+    <|im_end|>: without it the model would write on into a turn of its own invention)."""
+    generation = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = {*as_list(tok.eos_token_id), *as_list(generation), template_end_of_turn(tok)}
+    return frozenset(ids - {None})
+
+
+def as_list(ids):
+    return ids if isinstance(ids, (list, tuple)) else [ids]
+
+
+def kept_turn(new_ids, tok):
+    """A turn as the episode keeps it. A turn that ends on the chat template's own end-of-turn
+    token keeps it: closing the turn is the model's choice and is trained like any token. A turn
+    that ends on another special token (an EOS the template never writes, such as Qwen's
+    <|endoftext|> document separator) drops it: the template's own closing then follows as
+    environment text, so the next turn reads the conversation as the template writes it."""
+    if new_ids and new_ids[-1] != template_end_of_turn(tok) and new_ids[-1] in special_ids(tok):
+        return new_ids[:-1]
+    return new_ids
+
+
 class TurnLayer(DynamicLayer):
     """One layer's keys and values for one turn, written in place into a buffer sized for the
     whole turn. transformers' default layer concatenates at every token, reallocating the whole
@@ -151,7 +193,7 @@ def turn_cache(config, capacity):
 def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
                   stop_strings=(), greedy=False, bf16=True, reference=False):
     """Sample one turn for every active episode; returns the new ids per episode, up to and
-    including EOS or the token that completes a stop string.
+    including the first end-of-turn id (end_of_turn_ids) or the token that completes a stop string.
 
     Each distinct prompt is prefilled once (the G episodes of a question, the K candidates of an
     AT-GRPO group share theirs) and its keys/values are repeated for its rows; then all rows
@@ -159,6 +201,11 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
     the weights are made once, not at every token. `reference=True` runs
     transformers' `generate` instead (same tokens for greedy decoding; tests compare the two).
+
+    1. A checkpoint may have more embedding rows than its tokenizer has ids (Qwen2.5: 151,936 for
+    151,665). Those ids are sampled like any other, as `generate` samples them, so the log-prob
+    of a token is that of the distribution it was drawn from; they decode as empty text, so the
+    environment sees nothing of them, and the update trains them down like any bad token.
     """
     if reference:
         return hf_generate_turn(model, tok, prefixes, max_new_tokens, temperature, top_p,
@@ -166,8 +213,7 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     unique = list(dict.fromkeys(map(tuple, prefixes)))
     row_of = torch.tensor([unique.index(tuple(p)) for p in prefixes], device=model.device)
     ids, attn, pos = left_padded(unique, tok.pad_token_id, model.device)
-    eos = set(tok.eos_token_id if isinstance(tok.eos_token_id, list) else [tok.eos_token_id])
-    texts, tails = token_texts(tok), [""] * len(prefixes)
+    ends, texts, tails = end_of_turn_ids(tok, model), token_texts(tok), [""] * len(prefixes)
     new, active = [[] for _ in prefixes], list(range(len(prefixes)))
     with autocast(str(model.device), bf16):
         cache = turn_cache(model.config, ids.shape[1] + max_new_tokens)
@@ -182,8 +228,8 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
             going = []
             for j, (i, t) in enumerate(zip(active, token.tolist())):
                 new[i].append(t)
-                tails[i] = (tails[i] + texts[t])[-64:]
-                if t not in eos and not any(s in tails[i] for s in stop_strings):
+                tails[i] = (tails[i] + (texts[t] if t < len(texts) else ""))[-64:]  # note 1
+                if t not in ends and not any(s in tails[i] for s in stop_strings):
                     going.append(j)
             if not going or step == max_new_tokens - 1:
                 break
@@ -201,15 +247,18 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
 @torch.no_grad()
 def hf_generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
                      stop_strings=(), greedy=False, bf16=True):
-    """The reference path: one batched `generate` call, cut after the first stop string or EOS."""
+    """The reference path: one batched `generate` call that stops on the same end-of-turn ids,
+    each row cut after its first stop string or end id (the padding `generate` writes after a
+    finished row is cut away with it)."""
     ids, attn, _ = left_padded(prefixes, tok.pad_token_id, model.device)
+    ends = end_of_turn_ids(tok, model)
     sampling = dict(do_sample=False) if greedy else dict(
         do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
     with autocast(str(model.device), bf16):
         out = model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=max_new_tokens,
-                             pad_token_id=tok.pad_token_id, stop_strings=list(stop_strings) or None,
-                             tokenizer=tok, **sampling)
-    return [cut_at_stop(row.tolist(), tok, stop_strings) for row in out[:, ids.shape[1]:].cpu()]
+                             pad_token_id=tok.pad_token_id, eos_token_id=sorted(ends),
+                             stop_strings=list(stop_strings) or None, tokenizer=tok, **sampling)
+    return [cut_at_stop(row.tolist(), tok, stop_strings, ends) for row in out[:, ids.shape[1]:].cpu()]
 
 
 def prompt_ids(tok, messages, prefill=""):
@@ -227,16 +276,17 @@ def chat_sampler(models, tok, args, stop_strings, greedy=False):
         prompts = [prompt_ids(tok, m, args.prefill) for m in message_lists]
         new = generate_turn(models[role], tok, prompts, args.max_completion_length, args.temperature,
                             args.top_p, stop_strings, greedy, args.bf16, args.hf_generate)
+        new = [kept_turn(n, tok) for n in new]
         return [(p, n, args.prefill + tok.decode(n, skip_special_tokens=True))
                 for p, n in zip(prompts, new)]
     return sample
 
 
-def cut_at_stop(new_ids, tok, stop_strings):
-    """Keep tokens up to and including EOS or the token that completes a stop string."""
-    eos = tok.eos_token_id if isinstance(tok.eos_token_id, list) else [tok.eos_token_id]
+def cut_at_stop(new_ids, tok, stop_strings, ends):
+    """Keep tokens up to and including the first id of `ends` or the token that completes a
+    stop string."""
     for i, t in enumerate(new_ids):
-        if t in eos:
+        if t in ends:
             return new_ids[:i + 1]
         if stop_strings and any(s in tok.decode(new_ids[max(0, i - 8):i + 1]) for s in stop_strings):
             return new_ids[:i + 1]
@@ -250,9 +300,9 @@ def env_suffix_ids(tok, observation, last_token):
     text = tok.apply_chat_template(probe + [{"role": "user", "content": observation}],
                                    tokenize=False, add_generation_prompt=True)
     suffix = text[text.index("\x00") + 1:]
-    end = tok.decode([last_token])
-    if last_token == tok.eos_token_id and suffix.startswith(end):
-        suffix = suffix[len(end):]  # the model already closed its turn itself
+    closing = template_end_of_turn(tok)
+    if last_token == closing and suffix.startswith(tok.decode([closing])):
+        suffix = suffix[len(tok.decode([closing])):]  # the model already closed its turn itself
     return tok(suffix, add_special_tokens=False)["input_ids"]
 
 
@@ -273,6 +323,7 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=N
         new = generate([ids[i] for i in active])
         still = []
         for i, n in zip(active, new):
+            n = kept_turn(n, tok)
             ids[i] += n
             turn_of[i] += [k] * len(n)
             n_generated += len(n)

@@ -36,7 +36,7 @@ import rewards
 import retrieval
 import show
 from config import Args, check_out, parse_args  # noqa: F401 (train.Args for evaluate, compare, bench)
-from loss import bf16_ok, fill_logprobs, policy_update
+from loss import fill_logprobs, policy_update, precision_line
 from policy import chat_sampler, load_model, pick_device, play_episodes
 
 
@@ -95,16 +95,28 @@ def sokoban_step(models, tok, seeds, args):
     return samples, sum(sum(s.mask) for s in samples), atgrpo.episode_metrics(played, final)
 
 
-def evaluate_policy(models, tok, items, data, args, greedy=True):
-    """Mean metrics of one episode per test question (or level), greedy by default; search also
-    gives exact_match_each, one character 0/1 per question in order."""
+def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate"):
+    """Mean metrics of one episode per test question (or level), greedy by default, played
+    `chunk` at a time (default: as many episodes as a training step plays) under a progress bar;
+    search also gives exact_match_each, one character 0/1 per question in order."""
+    chunk = chunk or args.batch_size * args.num_generations
     if args.env == "sokoban":
         sample = chat_sampler(role_models(models), tok, args, env_sokoban.STOP_STRINGS, greedy)
-        return atgrpo.evaluate(sample, items, args)
-    envs = make_envs(items, data, args)
-    play_episodes(models["policy"], tok, envs, args, env_search.STOP_STRINGS, greedy)
+        return atgrpo.evaluate(sample, items, args, lambda levels: in_chunks(levels, chunk, desc, "level"))
+    envs = []
+    for part in in_chunks(items, chunk, desc, "question"):
+        envs += make_envs(part, data, args)
+        play_episodes(models["policy"], tok, envs[-len(part):], args, env_search.STOP_STRINGS, greedy)
     each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers) > 0)) for e in envs)
     return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for compare.py's intervals
+
+
+def in_chunks(items, size, desc, unit):
+    """The items `size` at a time, under a progress bar of items done."""
+    with tqdm(total=len(items), desc=desc, unit=unit, leave=False) as bar:
+        for i in range(0, len(items), size):
+            yield items[i:i + size]
+            bar.update(len(items[i:i + size]))
 
 
 # ---------------------------------------------------------------- reference and update
@@ -145,7 +157,7 @@ def main(argv=None):
     args = parse_args(argv)  # every flag is checked, then the data and models are loaded,
     check_out(args)  # and only then is anything written to the run folder
     device = pick_device(args.device)
-    print(json.dumps(dataclasses.asdict(args), indent=1) + f"\ndevice {device}, bf16 autocast {args.bf16 and bf16_ok(device)}")
+    print(precision_line(device, args.bf16) + "\n" + json.dumps(dataclasses.asdict(args), indent=1))
     data, pool, test = load_task(args)
     if args.eval_every and len(test) < args.eval_n:
         print(f"note: the test split has only {len(test)} items; each evaluation uses them all, not "
@@ -176,14 +188,18 @@ def main(argv=None):
         with open(log_path, "a") as f:
             f.write(json.dumps(line) + "\n")
 
-    def run_eval():
-        t0, metrics = time.time(), evaluate_policy(models, tok, test, data, args)
+    bar = tqdm(initial=start, total=args.steps, unit="step")
+    phase = lambda step, what: bar.set_description(f"{NAMES[args.algo]} step {step}: {what}")  # noqa: E731
+
+    def run_eval(step):
+        phase(step, "evaluate")
+        t0, metrics = time.time(), evaluate_policy(models, tok, test, data, args, desc=f"evaluate step {step}")
         return {**{"eval_" + k: v for k, v in metrics.items()}, "t_eval": time.time() - t0}
 
     if start == 0 and args.eval_every:
-        write({"step": 0, **run_eval()})
-    bar = tqdm(range(start + 1, args.steps + 1), initial=start, total=args.steps, desc=f"{args.algo}-grpo")
-    for step in bar:
+        write({"step": 0, **run_eval(0)})
+    for step in range(start + 1, args.steps + 1):
+        phase(step, "rollout")
         for g in (g for o in optimizers.values() for g in o.param_groups):  # linear warmup, then constant
             g["lr"] = args.learning_rate * min(1.0, step / max(1, args.warmup_steps))
         batch, t0 = rng.sample(pool, args.batch_size), time.time()
@@ -192,19 +208,24 @@ def main(argv=None):
         else:
             samples, n_generated, line = sokoban_step(models, tok, batch, args)
         t_generate = time.time() - t0
+        phase(step, "update")
         line = {"step": step, **line, **update(models, ref, optimizers, samples, args),  # steps 4-5
                 "gen_tokens": n_generated, "tokens_per_s": n_generated / t_generate, "t_generate": t_generate}
         show.save_rollouts(samples, tok, os.path.join(args.out, "rollouts", f"step_{step}.jsonl"))
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
-            line.update(run_eval())
+            line.update(run_eval(step))
         write(line)
         bar.set_postfix({k: f"{line[k]:.2f}" for k, _ in TABLE[args.env][:3] if k in line})
         if step % args.save_every == 0 or step == args.steps:
+            phase(step, "save checkpoint")
             checkpoint.save_checkpoint(models, tok, optimizers, step, rng, args.out)
+        bar.update()
+    bar.close()
     print_table(history, args)
     return history
 
 
+NAMES = {"mt": "MT-GRPO", "mr": "GRPO-MR", "or": "GRPO-OR", "at": "AT-GRPO", "grpo": "GRPO"}
 # what the tables show: rates are fractions of the maximum; rewards are in reward units
 TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
                     ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),

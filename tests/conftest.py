@@ -50,3 +50,49 @@ def capitals():
     """BM25 over CAPITALS."""
     import retrieval
     return retrieval.BM25Retriever(CAPITALS)
+
+
+# ---------------------------------------------------------------- Qwen2.5-style models, any CPU
+QWEN_DIRS = {}
+
+
+def qwen_model_dir(variant, tmp_path_factory):
+    """A tiny random Qwen2 with the Qwen2.5-style tokenizer (tests/qwen_style.py), built once."""
+    import qwen_style
+    from policy import bundled_model_dir
+    if variant not in QWEN_DIRS:
+        QWEN_DIRS[variant] = str(tmp_path_factory.mktemp(f"qwen-{variant}"))
+        qwen_style.save_model(QWEN_DIRS[variant], variant, bundled_model_dir())
+    return QWEN_DIRS[variant]
+
+
+@pytest.fixture(scope="session", params=["base", "instruct"])
+def qwen_dir(request, tmp_path_factory):
+    """Both EOS variants: base (EOS <|endoftext|>) and instruct (EOS <|im_end|>, the generation
+    config lists both)."""
+    return qwen_model_dir(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def qwen_base_dir(tmp_path_factory):
+    """The base variant: the card's Qwen/Qwen2.5-0.5B."""
+    return qwen_model_dir("base", tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def cpu_bf16_from_environment(monkeypatch):
+    """TURN_RL_CPU_BF16=0 runs the whole suite as on a CPU without native bf16 (most laptops),
+    TURN_RL_CPU_BF16=1 as on one with it (AMX, AVX512-BF16; emulated, slower, elsewhere); unset,
+    the CPU answers for itself."""
+    import os
+    forced = os.environ.get("TURN_RL_CPU_BF16")
+    if forced is not None:
+        force_cpu_bf16(monkeypatch, forced == "1")
+
+
+def force_cpu_bf16(monkeypatch, on):
+    """Make loss.bf16_ok answer `on` for the CPU: bf16 autocast runs on any x86 CPU (emulated
+    without native support), so both precision paths can be tested on one machine."""
+    import loss
+    real = loss.bf16_ok
+    monkeypatch.setattr(loss, "bf16_ok", lambda device: on if device == "cpu" else real(device))

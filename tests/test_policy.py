@@ -26,9 +26,10 @@ def test_logprob_is_the_sampling_distribution_at_temperature(tiny_model_dir):
 def test_generate_turn_cuts_at_stop_and_keeps_ids(tiny_model_dir):
     model, tok = load_model(tiny_model_dir, "cpu")
     text_ids = tok("a <tool>{}</tool> tail", add_special_tokens=False)["input_ids"]
-    cut = cut_at_stop(text_ids, tok, ["</tool>"])
+    cut = cut_at_stop(text_ids, tok, ["</tool>"], {tok.eos_token_id})
     assert tok.decode(cut).endswith("</tool>") and text_ids[:len(cut)] == cut
-    assert cut_at_stop([5, tok.eos_token_id, 7], tok, []) == [5, tok.eos_token_id]
+    assert cut_at_stop([5, tok.eos_token_id, 7], tok, [], {tok.eos_token_id}) == [5, tok.eos_token_id]
+    assert cut_at_stop([5, 6, 7, 8], tok, [], {7, 9}) == [5, 6, 7]
     torch.manual_seed(0)
     new = generate_turn(model, tok, [[1, 2, 3], [4, 5]], max_new_tokens=6, bf16=False)
     assert len(new) == 2 and all(1 <= len(n) <= 6 for n in new)
@@ -87,12 +88,15 @@ def test_greedy_equals_generate_on_the_bundled_model():
 
 
 @pytest.mark.parametrize("bf16", [False, True])
-def test_turn_cache_decodes_exactly_as_the_growing_cache(tiny_model_dir, bf16):
+def test_turn_cache_decodes_exactly_as_the_growing_cache(tiny_model_dir, bf16, monkeypatch):
     """TurnLayer writes keys/values in place (in the autocast dtype under autocast) instead of
     concatenating: the logits of every step equal those of transformers' own cache, also after
-    rows leave the batch."""
+    rows leave the batch. Both precisions on any CPU: bf16 autocast is forced on (emulated where
+    the CPU has no native bf16) or off."""
+    from conftest import force_cpu_bf16
     from loss import autocast
     from policy import left_padded, load_model, turn_cache
+    force_cpu_bf16(monkeypatch, bf16)
     model, tok = load_model(tiny_model_dir, "cpu")
     prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [5, 6, 7, 8, 9]]
     logits = {}

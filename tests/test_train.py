@@ -343,3 +343,40 @@ def test_sokoban_defaults_are_the_documented_setup(tmp_path, capsys):
     assert "(default: 8; sokoban: 4)" in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
     with pytest.raises(SystemExit):
         train.parse_args(["--env", "sokoban", "--min-solution", "5", "--max-solution", "4"])
+
+
+def test_a_run_says_its_precision_first_and_shows_each_phase(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    from conftest import force_cpu_bf16
+    force_cpu_bf16(monkeypatch, False)
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "bars", "--steps", "1", "--bf16", "true", "--eval-every", "1")
+    train.main(flags)
+    printed = capsys.readouterr()
+    assert printed.out.startswith("compute: fp32 on cpu: this CPU (no AVX512-BF16 or AMX) has no native bf16")
+    for shown in ("MT-GRPO step 0: evaluate", "evaluate step 0", "2/2", "MT-GRPO step 1: rollout",
+                  "MT-GRPO step 1: update", "MT-GRPO step 1: evaluate", "evaluate step 1", "save checkpoint"):
+        assert shown in printed.err, shown
+
+
+def test_evaluation_in_chunks_equals_one_batch(monkeypatch, tokenizer):
+    retriever = retrieval.BM25Retriever(DOCS)
+    questions = [{"question": "Capital of France?", "answers": ["Paris"]},
+                 {"question": "Capital of Germany?", "answers": ["Berlin"]},
+                 {"question": "Capital of France, again?", "answers": ["Paris"]}]
+    runs = []
+    for chunk, turns in ((3, [[TURN1, TURN1_DE, TURN1], [TURN2, TURN2_DE, WRONG]]),
+                         (2, [[TURN1, TURN1_DE], [TURN2, TURN2_DE], [TURN1], [WRONG]])):
+        scripted(monkeypatch, tokenizer, turns)
+        runs.append(train.evaluate_policy({"policy": None}, tokenizer, questions, retriever, args_for(env="search"), chunk=chunk))
+    assert runs[0] == runs[1] and runs[0]["exact_match_each"] == "110"
+
+
+@pytest.mark.parametrize("native, emulated, want", [(True, True, True), (False, True, False), (False, False, False)])
+def test_a_gpu_without_native_bf16_computes_in_fp32(monkeypatch, native, emulated, want):
+    """torch.cuda.is_bf16_supported() says True on a T4 (bf16 emulated, slower than fp32)."""
+    import loss
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                        lambda including_emulation=True: native or (including_emulation and emulated))
+    assert loss.bf16_ok("cuda") == want
+    line = loss.precision_line("cuda", True)
+    assert line.startswith("compute: bf16 autocast") if want else "T4" in line and "fp32" in line
+    assert loss.precision_line("cuda", False) == "compute: fp32 on cuda (--bf16 false)"
