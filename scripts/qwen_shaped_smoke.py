@@ -10,7 +10,8 @@ tokenizer is the test suite's Qwen2.5-style one (tests/qwen_style.py). The step 
 command (`train.py --algo mt --model Qwen/Qwen2.5-0.5B` with the README's GPU settings) at a size
 a CPU can take: one question, G = 4, 32 new tokens a turn. Prints the wall time of the step, the
 peak resident memory of the process, and the size of the checkpoint it wrote (weights and
-optimizer state), then deletes the model folder and the run (each several GB).
+optimizer state), then deletes the model folder and the run (each several GB). The peak
+memory is the whole process's: building the model included.
 """
 import argparse
 import os
@@ -57,13 +58,15 @@ def main():
         print(f"Qwen2.5-{args.size}-shaped random model: {n / 1e6:.0f} M parameters, built in {time.time() - t0:.0f} s")
         run = os.path.join(work, "run")
         t0 = time.time()
-        train.main(["--model", os.path.join(work, "model"), *CARD, "--steps", "1", "--batch-size", "1",
+        line = train.main(["--model", os.path.join(work, "model"), *CARD, "--steps", "1", "--batch-size", "1",
                     "--num-generations", args.num_generations, "--max-completion-length", args.max_completion_length,
-                    "--beta", args.beta, "--eval-every", "0", "--out", run])
+                    "--beta", args.beta, "--eval-every", "0", "--out", run])[-1]
         seconds = time.time() - t0
         ckpt = os.path.join(run, "checkpoint")
         weights = folder_gb(ckpt) - os.path.getsize(os.path.join(ckpt, "trainer_state.pt")) / 1e9
-        print(f"\none step (load, rollout, update, save): {seconds:.0f} s; peak resident memory "
+        print(f"\nrollout {line['t_generate']:.0f} s ({line['gen_tokens']} tokens), reference and old "
+              f"log-probs {line['t_reference']:.0f} s, update {line['t_update']:.0f} s")
+        print(f"one step (load, rollout, update, save): {seconds:.0f} s; peak resident memory "
               f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB; checkpoint "
               f"{folder_gb(ckpt):.2f} GB ({weights:.2f} GB weights and tokenizer, "
               f"{folder_gb(ckpt) - weights:.2f} GB optimizer state)")
