@@ -7,28 +7,26 @@ Tree sampling, for every environment e, turn t and agent a (in the workflow's or
   3. record the K as one group keyed (e, a, t): they share a prompt, so comparing them is fair,
   4. continue from the best candidate's copy (greedy argmax, ties to the lowest index);
      every branch shares that state from then on.
-Advantage inside a group: A = (r - mean) / (std + 1e-4), 0 for equal rewards (mtgrpo.group_norm;
-`--scale-rewards batch` divides by the std of all the step's rewards instead).
+Advantage inside a group: A = (r - mean) / (std + 1e-4), 0 for equal rewards (mtgrpo.group_norm,
+the paper's). `--scale-rewards batch` divides by the std of all the step's rewards instead; the
+Sokoban defaults use it (docs/sokoban.md says why).
 
 The GRPO baseline (`--algo grpo`) plays K independent trajectories per level instead
 (`parallel_rollout`, one answer per agent and turn) and normalises each trajectory's return over
 the K of its level (`trajectory_samples`): after the first turn the trajectories' states differ,
 so no two samples of a turn share a prompt.
 
-Environments need: roles, turn (turns completed), done, copy(), messages(role), act(role, text)
--> reward (env_sokoban.SokobanTask). `sample(role, message_lists)` is the policy: it returns one
-(prompt_ids, response_ids, text) per prompt, routed to that role's model. Turns are numbered from
-1 as in the paper.
+This module knows no environment and no model. Environments need: roles, turn (turns
+completed), done, copy(), messages(role), act(role, text) -> reward (env_sokoban.SokobanTask is
+one). `sample(role, message_lists)` is the policy: it returns one (prompt_ids, response_ids, text)
+per prompt, routed to that role's model. Turns are numbered from 1 as in the paper.
 """
-from collections import Counter
 from dataclasses import dataclass
 
 import torch
 
-import env_sokoban
-import sokoban
-from loss import Sample
 from mtgrpo import group_norm
+from sample import Sample
 
 
 # ---------------------------------------------------------------- AT-GRPO: tree sampling
@@ -43,6 +41,14 @@ class Group:
 def best_index(rewards):
     """Greedy argmax; ties go to the lowest index."""
     return max(range(len(rewards)), key=lambda k: (rewards[k], -k))
+
+
+def to_sample(candidate, advantage, role, turn, rewards, group):
+    """Prompt (mask 0) + response (mask 1, carrying the advantage) of one agent at one turn."""
+    prompt, response, _ = candidate
+    return Sample(ids=list(prompt) + list(response), mask=[0] * len(prompt) + [1] * len(response),
+                  adv=[0.0] * len(prompt) + [advantage] * len(response), role=role,
+                  turn=[0] * len(prompt) + [turn] * len(response), rewards=rewards, group=group)
 
 
 def tree_step(env, env_id, role, candidates):
@@ -123,87 +129,16 @@ def trajectory_samples(trajectories, level_ids, K, scale="group"):
             for j, trajectory in enumerate(trajectories) for t in trajectory]
 
 
-def to_sample(candidate, advantage, role, turn, rewards, group):
-    """Prompt (mask 0) + response (mask 1, carrying the advantage) of one agent at one turn."""
-    prompt, response, _ = candidate
-    return Sample(ids=list(prompt) + list(response), mask=[0] * len(prompt) + [1] * len(response),
-                  adv=[0.0] * len(prompt) + [advantage] * len(response), role=role,
-                  turn=[0] * len(prompt) + [turn] * len(response), rewards=rewards, group=group)
-
-
-# ---------------------------------------------------------------- training on Sokoban
-def make_level(seed, args):
-    """A seeded level with the curriculum knobs (room size, boxes, reverse steps, solution length)."""
-    return sokoban.level_for(seed, args.size, args.boxes, args.reverse_steps,
-                             solution=(args.min_solution, args.max_solution or None))
-
-
-def make_tasks(seeds, args, levels=None):
-    """One SokobanTask per seed (or per level given), with the task's knobs (turns, moves per
-    turn, team reward)."""
-    levels = levels or [make_level(s, args) for s in seeds]
-    return [env_sokoban.SokobanTask(level, args.max_turns, args.team_alpha, not args.single_agent,
-                                    args.moves_per_turn, args.team_reward, args.positions) for level in levels]
-
-
-def rollout_samples(seeds, sample, args):
-    """AT-GRPO tree sampling (K = num_generations) or the baseline's K parallel trajectories per
-    level, at the same sample budget: K samples per (level, agent, turn). Returns the samples,
-    the (role, reward) of every answer the episodes played, and the final environments."""
-    K = args.num_generations
-    if args.algo == "at":
-        groups, final = tree_rollout(make_tasks(seeds, args), seeds, sample, K)
+# ---------------------------------------------------------------- one training step's rollout
+def rollout_samples(make_env, env_ids, sample, K, algo="at", scale="group"):
+    """AT-GRPO tree sampling (algo "at") or the baseline's K parallel trajectories per
+    environment (algo "grpo"), at the same budget: K samples per (environment, agent, turn).
+    make_env(env_id) builds a fresh environment. Returns the samples, the (role, reward) of every
+    answer the episodes played, and the final environments."""
+    if algo == "at":
+        groups, final = tree_rollout([make_env(e) for e in env_ids], env_ids, sample, K)
         played = [(g.key[1], g.rewards[g.chosen]) for g in groups]
-        return tree_samples(groups, args.scale_rewards), played, final
-    trajectories, final = parallel_rollout(make_tasks([s for s in seeds for _ in range(K)], args), sample)
+        return tree_samples(groups, scale), played, final
+    trajectories, final = parallel_rollout([make_env(e) for e in env_ids for _ in range(K)], sample)
     played = [(t.role, t.reward) for trajectory in trajectories for t in trajectory]
-    return trajectory_samples(trajectories, seeds, K, args.scale_rewards), played, final
-
-
-def episode_metrics(played, final):
-    """Success rate, turns and moves played, the box-goal distance left, and the mean reward of
-    each role's played answers."""
-    log = {"success": sum(t.solved for t in final) / len(final),
-           "turns": sum(t.turn for t in final) / len(final),
-           "moves": sum(t.moves for t in final) / len(final),
-           "box_distance": sum(sokoban.box_distance(t.state) for t in final) / len(final)}
-    for role in env_sokoban.ROLES:
-        rewards = [r for who, r in played if who == role]
-        if rewards:
-            log[f"reward_{role}"] = sum(rewards) / len(rewards)
-    return log
-
-
-def evaluate(sample, seeds, args, chunks=lambda levels: [levels]):
-    """Play the levels with one answer per agent and turn (greedy in train.py's evaluation), then
-    the three checks that a constant answer cannot pass:
-      best_constant_success   the best success of one fixed answer played on every level
-                              (sokoban.constant_successes), the policy's 3 commonest included;
-      board_ablation_success  success when every prompt shows another level's board
-                              (level i sees level i+1's): a policy that reads the board drops;
-      distinct_answers        how many different answer sequences the policy played (distinct).
-    `chunks(level indices)` yields the parts played together (train.py: a part at a time under
-    a progress bar)."""
-    levels = tuple(make_level(s, args) for s in seeds)
-    trajectories, final, ablated = [], [], []
-    for part in chunks(list(range(len(levels)))):
-        played = parallel_rollout(make_tasks(None, args, [levels[i] for i in part]), sample)
-        trajectories, final = trajectories + played[0], final + played[1]
-        decoys = make_tasks(None, args, [levels[(i + 1) % len(levels)] for i in part])
-        ablated += parallel_rollout(make_tasks(None, args, [levels[i] for i in part]), sample, decoys)[1]
-    log = episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
-    log["board_ablation_success"] = episode_metrics([], ablated)["success"]
-    answers = Counter("".join(t.answers).replace("-", "") for t in final)
-    commonest, budget = tuple(a for a, _ in answers.most_common(3) if a), args.max_turns * args.moves_per_turn
-    constants = {**sokoban.constant_successes(levels, budget),  # cached: the same test levels every time
-                 **sokoban.constant_successes(levels, budget, commonest)}
-    log["best_constant_success"] = max(constants.values())
-    log["distinct_answers"] = distinct(t.answers for t in final)
-    return log
-
-
-def distinct(sequences):
-    """How many different answer sequences; one that begins another counts with it (a level
-    solved early stops its answers: R and R R are one answer, R played again and again)."""
-    unique = set(sequences)
-    return sum(not any(o[:len(s)] == s and o != s for o in unique) for s in unique)
+    return trajectory_samples(trajectories, env_ids, K, scale), played, final

@@ -11,7 +11,7 @@ hold even when absolute seconds drift:
 
 Precision: the phases compute in bf16 (autocast over fp32 weights) on a GPU and on a CPU with
 native bf16 (AVX512-BF16 / AMX), else in fp32: most laptop CPUs have no native bf16, so training
-there runs in fp32 (loss.bf16_ok). `python bench.py` times bf16 against fp32 only where bf16 is
+there runs in fp32 (precision.bf16_ok). `python bench.py` times bf16 against fp32 only where bf16 is
 native; elsewhere it times fp32 alone and says so. `--trl --fp32` turns autocast off on both
 sides (ours: the step's bf16 field; TRL: bf16=False), so ours / TRL can be measured in fp32 also
 where bf16 runs; without it a CPU with no native bf16 already measures fp32. Every output line
@@ -30,7 +30,7 @@ clipped loss (TRL's loss_type "dapo"), mu = 1, AdamW, M sequences per forward/ba
 gradient accumulation, bf16 autocast over fp32 weights (fp32 with --fp32 or without native
 bf16, see Precision); step k samples with torch seed k on both sides. Phases:
 
-    generate   ours: policy.generate_turn       TRL: GRPOTrainer._generate_single_turn
+    generate   ours: decode.generate_turn       TRL: GRPOTrainer._generate_single_turn
     reference  ours: loss.fill_logprobs(ref)    TRL: _get_per_token_logps_and_entropies(ref_model)
     update     ours: loss.policy_update         TRL: the optimizer step (training_step x GA, grad
                clip, AdamW) minus _generate_and_score_completions
@@ -63,8 +63,11 @@ import rewards
 import retrieval
 import sokoban
 from mtgrpo import group_norm
-from loss import Sample, bf16_ok, fill_logprobs, policy_update
-from policy import BUNDLED, bundled_model_dir, generate_turn, load_model, prompt_ids
+from loss import fill_logprobs, policy_update
+from precision import bf16_ok
+from sample import Sample
+from decode import generate_turn
+from policy import BUNDLED, bundled_model_dir, load_model, prompt_ids
 from train import Args
 
 TRL_INSTALL = "pip install -c requirements.txt -r requirements-scale.txt"
@@ -86,7 +89,7 @@ DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float32: "fp32"}
 
 def compute_dtype(device, bf16=True):
     """The dtype the phases compute in: bf16 under autocast where the hardware has it and bf16
-    is on, else fp32 (loss.autocast is then a no-op)."""
+    is on, else fp32 (precision.autocast is then a no-op)."""
     return torch.bfloat16 if bf16 and bf16_ok(device) else torch.float32
 
 
@@ -162,7 +165,7 @@ def forward_backward(model, samples, micro_batch_size, device, bf16=True):
 # ---------------------------------------------------------------- ours alone: fp32 vs bf16
 def precision_bench(args):
     """generate and forward+backward on the default run's shapes, fp32 vs bf16 autocast, each
-    against the matmul peak of its dtype. Without native bf16 only fp32 is timed: loss.autocast
+    against the matmul peak of its dtype. Without native bf16 only fp32 is timed: precision.autocast
     is then a no-op, so a "bf16" row would time fp32 again and print a speed-up of 1 that means
     nothing, and forcing torch.autocast would time an emulated bf16 that training never uses."""
     model, tok = load_model(args.model, args.device)

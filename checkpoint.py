@@ -1,4 +1,5 @@
-"""Checkpoints of a run folder, so that `train.py --resume OUT` continues a run exactly.
+"""Checkpoints of a run folder, so that `train.py --resume OUT` continues a run exactly, and the
+rollouts of every step, for show.py.
 
 OUT/checkpoint is one Hugging Face folder (a shared policy; `from_pretrained` loads it) or one
 subfolder per role (per-role policies), plus trainer_state.pt: the step, the optimizers, and the
@@ -86,3 +87,27 @@ def truncate_log(path, step):
         f.writelines(json.dumps(r) + "\n" for r in records)
     os.replace(path + ".tmp", path)
     return records
+
+
+# ---------------------------------------------------------------- rollouts (every step, for show.py)
+def save_rollouts(samples, tok, path):
+    """OUT/rollouts/step_N.jsonl: one JSON line per sample for show.py: its group, role and per-turn rewards, and per
+    token its text, mask (1 = trained), advantage and turn (1..K; 0 = prompt or environment)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        for s in samples:
+            f.write(json.dumps({"group": s.group, "role": s.role, "rewards": s.rewards,
+                                "tokens": token_pieces(tok, s.ids), "mask": s.mask,
+                                "adv": s.adv, "turn": s.turn}) + "\n")
+
+
+def token_pieces(tok, ids):
+    """The text of each token. A character split over several byte-level tokens is shown on the
+    last of them (the others get ""), so no token decodes to the replacement character."""
+    texts, start = [], 0
+    for i in range(len(ids)):
+        piece = tok.decode(ids[start:i + 1])
+        partial = piece.endswith("\ufffd") and i + 1 - start < 4  # UTF-8 needs at most 4 bytes
+        texts.append("" if partial else piece)
+        start = start if partial else i + 1
+    return texts

@@ -32,7 +32,7 @@ and give a short final answer, just the name asked for, inside <answer>...</answ
 # one_shot=True puts this worked example (not in the offline corpus) before the question as
 # earlier chat turns. Small models copy a demonstrated exchange far more readily than a
 # description: SmolLM2-135M made 0 valid calls in 16 samples with the example inside the
-# system prompt and 4 in 16 with it as chat turns (README, "Making a 135M model call the tool").
+# system prompt and 4 in 16 with it as chat turns (docs/search.md, "Making a 135M model call the tool").
 ONE_SHOT_EXAMPLE = [
     {"role": "user", "content": 'Which Wikipedia article is this about: "___ is a large shield '
                                 'volcano on Mars, about 2.5 times as high as Mount Everest."?'},

@@ -2,7 +2,8 @@
 Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062): each turn a planner proposes moves,
 which are tried on a copy of the board, and an executor, who sees the result, plays the moves on
 the real board. The game itself (board, rules, step rewards, solver, levels) is sokoban.py. Read
-top to bottom: the team reward, reading the model's answer, the prompts, SokobanTask.
+top to bottom: the team reward, reading the model's answer, the prompts, SokobanTask; then what
+training needs around it (levels from the flags, episode metrics, the evaluation's checks).
 
 An agent's reward is local + alpha * team (the paper's): local is the summed step rewards of its
 moves (sokoban.step_reward). The team reward is ours (see docs/sokoban.md): progress over a turn,
@@ -11,7 +12,9 @@ team="distance" the drop in D, the box-goal distance; +10 when the turn solves t
 """
 import copy
 import re
+from collections import Counter
 
+import atgrpo
 import sokoban
 
 FORMAT_PENALTY = -2.0  # an answer with no readable moves, as the paper's code: below any move's
@@ -36,7 +39,7 @@ def team_reward(before, after, team="solver"):
 # ---------------------------------------------------------------- the model's moves
 ANSWER_TAGS = re.compile(r"<(/?)answer>", re.IGNORECASE)  # an opening or closing tag
 STOP_STRINGS = ["</answer>", "\n"]  # a turn ends at either: the answer is its first line, and
-# free text after it is neither generated nor trained (it was 85 % of the tokens: README)
+# free text after it is neither generated nor trained (it was 85 % of the tokens: docs/sokoban.md)
 
 
 def parse_moves(text):
@@ -175,3 +178,67 @@ class SokobanTask:
         self.turn += 1
         self.next_role = self.roles[0]
         return local + self.alpha * team_reward(before, self.state, self.team)
+
+
+# ---------------------------------------------------------------- levels, metrics and checks for training
+def make_level(seed, args):
+    """A seeded level with the curriculum knobs (room size, boxes, reverse steps, solution length)."""
+    return sokoban.level_for(seed, args.size, args.boxes, args.reverse_steps,
+                             solution=(args.min_solution, args.max_solution or None))
+
+
+def make_tasks(seeds, args, levels=None):
+    """One SokobanTask per seed (or per level given), with the task's knobs (turns, moves per
+    turn, team reward)."""
+    levels = levels or [make_level(s, args) for s in seeds]
+    return [SokobanTask(level, args.max_turns, args.team_alpha, not args.single_agent,
+                        args.moves_per_turn, args.team_reward, args.positions) for level in levels]
+
+
+def episode_metrics(played, final):
+    """Success rate, turns and moves played, the box-goal distance left, and the mean reward of
+    each role's played answers."""
+    log = {"success": sum(t.solved for t in final) / len(final),
+           "turns": sum(t.turn for t in final) / len(final),
+           "moves": sum(t.moves for t in final) / len(final),
+           "box_distance": sum(sokoban.box_distance(t.state) for t in final) / len(final)}
+    for role in ROLES:
+        rewards = [r for who, r in played if who == role]
+        if rewards:
+            log[f"reward_{role}"] = sum(rewards) / len(rewards)
+    return log
+
+
+def evaluate(sample, seeds, args, chunks=lambda levels: [levels]):
+    """Play the levels with one answer per agent and turn (greedy in train.py's evaluation), then
+    the three checks that a constant answer cannot pass:
+      best_constant_success   the best success of one fixed answer played on every level
+                              (sokoban.constant_successes), the policy's 3 commonest included;
+      board_ablation_success  success when every prompt shows another level's board
+                              (level i sees level i+1's): a policy that reads the board drops;
+      distinct_answers        how many different answer sequences the policy played (distinct).
+    `chunks(level indices)` yields the parts played together (train.py: a part at a time under
+    a progress bar)."""
+    levels = tuple(make_level(s, args) for s in seeds)
+    trajectories, final, ablated = [], [], []
+    for part in chunks(list(range(len(levels)))):
+        played = atgrpo.parallel_rollout(make_tasks(None, args, [levels[i] for i in part]), sample)
+        trajectories, final = trajectories + played[0], final + played[1]
+        decoys = make_tasks(None, args, [levels[(i + 1) % len(levels)] for i in part])
+        ablated += atgrpo.parallel_rollout(make_tasks(None, args, [levels[i] for i in part]), sample, decoys)[1]
+    log = episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
+    log["board_ablation_success"] = episode_metrics([], ablated)["success"]
+    answers = Counter("".join(t.answers).replace("-", "") for t in final)
+    commonest, budget = tuple(a for a, _ in answers.most_common(3) if a), args.max_turns * args.moves_per_turn
+    constants = {**sokoban.constant_successes(levels, budget),  # cached: the same test levels every time
+                 **sokoban.constant_successes(levels, budget, commonest)}
+    log["best_constant_success"] = max(constants.values())
+    log["distinct_answers"] = distinct(t.answers for t in final)
+    return log
+
+
+def distinct(sequences):
+    """How many different answer sequences; one that begins another counts with it (a level
+    solved early stops its answers: R and R R are one answer, R played again and again)."""
+    unique = set(sequences)
+    return sum(not any(o[:len(s)] == s and o != s for o in unique) for s in unique)

@@ -19,7 +19,7 @@ import time
 
 import rewards
 import train
-from policy import BUNDLED, load_model, pick_device
+from policy import BUNDLED, pick_device
 
 # Table 5 of the MT-GRPO paper: metric -> reward component (its maximum: rewards.MAXIMA)
 SEARCH_METRICS = {"tool_execution": "tool_execution", "answer_in_results": "answer_in_results",
@@ -59,17 +59,15 @@ def run_args(ours, rest):
 
 
 def load_policy(path, args, device):
-    """{"policy": model}, or {"planner": ..., "executor": ...} for a per-role checkpoint."""
-    if args.policy == "per-role":
-        if not all(os.path.isdir(os.path.join(path, r)) for r in ("planner", "executor")):
-            raise SystemExit(f"{path}: a per-role checkpoint has planner/ and executor/ subfolders")
-        (planner, tok), (executor, _) = (load_model(os.path.join(path, r), device) for r in ("planner", "executor"))
-        return {"planner": planner, "executor": executor}, tok
-    if all(os.path.isdir(os.path.join(path, r)) for r in ("planner", "executor")):
+    """({"policy": model}, tok), or {"planner": ..., "executor": ...} for a per-role checkpoint."""
+    per_role = all(os.path.isdir(os.path.join(path, r)) for r in ("planner", "executor"))
+    if args.policy == "per-role" and not per_role:
+        raise SystemExit(f"{path}: a per-role checkpoint has planner/ and executor/ subfolders")
+    if args.policy != "per-role" and per_role:
         raise SystemExit(f"{path} holds one model per role (a per-role Sokoban run): "
                          "evaluate it with --env sokoban")
-    model, tok = load_model(path, device)
-    return {"policy": model}, tok
+    roles = ("planner", "executor") if per_role else ("policy",)
+    return train.load_models(roles, path, device, subfolders=True)
 
 
 def evaluation_set(args, split):

@@ -13,28 +13,12 @@ instead. log-probs come from logits divided by the sampling temperature. With on
 rollout batch (mu = 1) pi_old is the current policy, so r_t = 1 exactly; with mu > 1 the old
 log-probs are stored before the first update (`fill_logprobs`).
 
-A `Sample` is one rollout as the loss sees it: token ids exactly as generated (never decoded and
-re-encoded), a loss mask that is 1 only on model tokens (prompt and environment tokens stay in
-attention with mask 0), and one advantage per token.
+The update reads `sample.Sample`s: token ids as generated, a loss mask and one advantage per token.
 """
-import contextlib
-from dataclasses import dataclass
-
 import torch
 from transformers import DynamicCache
 
-
-@dataclass
-class Sample:
-    ids: list  # prompt + turns + environment tokens, as generated / tokenised once
-    mask: list = None  # 1 = model token that trains, 0 = prompt or environment token
-    adv: list = None  # advantage of each token (0 where mask is 0)
-    turn: list = None  # per token: the turn (1..K) that generated it, 0 for prompt and environment
-    old_logp: list = None  # log-probs under the sampling policy (filled when mu > 1)
-    ref_logp: list = None  # log-probs under the reference model (filled when beta > 0)
-    role: str = ""  # which agent produced the sample (AT-GRPO per-role routing)
-    group: str = ""  # the group its advantage was normalised in (show.py)
-    rewards: list = None  # the reward of each of its turns (show.py)
+from precision import autocast
 
 
 def k3_kl(logp, ref_logp):
@@ -62,16 +46,19 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high, weig
     return -((objective - beta * kl) * weight).sum(), kl, clipped
 
 
-def policy_update(model, optimizer, samples, args):
-    """One optimizer step on a list of Samples: for each group of rows that share their prompt,
-    the prompt runs once (SharedPrompt), then the rows in micro-batches with gradient
-    accumulation."""
+def policy_update(model, optimizer, samples, args, prompt_once=True):
+    """One optimizer step on a list of Samples, the rows in micro-batches with gradient
+    accumulation. The plain path (prompt_once=False) runs every row through the model from its
+    first token. The default runs a prompt shared by a group of rows once (SharedPrompt): the
+    same loss and gradients as the plain path, with the prompt run once per group instead of once
+    per row (tests/test_loss.py: test_the_plain_path_and_the_shared_prompt_give_one_gradient)."""
     device = str(next(model.parameters()).device)
     n_tokens = sum(sum(s.mask) for s in samples)
     totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
-    for start, group in prompt_groups(samples):
+    plain = [(None, [s for s in samples if 1 in s.mask])]
+    for start, group in prompt_groups(samples) if prompt_once else plain:
         with autocast(device, args.bf16):
-            prompt = SharedPrompt(model, group[0].ids[:start], device)
+            prompt = SharedPrompt(model, group[0].ids[:start], device) if start else None
         for i in range(0, len(group), args.micro_batch_size):
             chunk = group[i:i + args.micro_batch_size]
             ids, attn, mask, adv = pad_batch(chunk, device)
@@ -90,7 +77,8 @@ def policy_update(model, optimizer, samples, args):
             totals["loss"] += loss.item()
             totals["kl"] += (kl.detach() * mask).sum().item() / n_tokens
             totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
-        prompt.backward()
+        if prompt:
+            prompt.backward()
     totals["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -199,32 +187,3 @@ def stacked(chunk, field, like):
         row = getattr(s, field)
         out[i, :len(row)] = torch.tensor(row)
     return out
-
-
-# ---------------------------------------------------------------- precision
-def bf16_ok(device):
-    """bf16 autocast on GPUs with native bf16 (compute capability 8.0 on: A100, L4, H100, RTX
-    30xx) and on CPUs with native bf16 (AVX512-BF16 / AMX). Elsewhere bf16 is emulated and slower
-    than fp32 (a T4, a V100, most laptop CPUs), so those compute in fp32."""
-    if device.startswith("cuda"):
-        return torch.cuda.is_bf16_supported(including_emulation=False)
-    return device == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-
-
-def precision_line(device, bf16=True):
-    """The first line a run prints: what it computes in, and why."""
-    if bf16 and bf16_ok(device):
-        return f"compute: bf16 autocast over fp32 weights on {device}"
-    if not bf16:
-        return f"compute: fp32 on {device} (--bf16 false)"
-    kind = "GPU (a T4 or V100: compute capability below 8.0)" if device.startswith("cuda") else \
-        "CPU (no AVX512-BF16 or AMX)"
-    return (f"compute: fp32 on {device}: this {kind} has no native bf16, so the run computes in fp32 "
-            "(slower; rewards differ slightly from a bf16 machine's, see docs/training.md)")
-
-
-def autocast(device, enabled=True):
-    """bf16 compute over fp32 weights: pure-bf16 weights would drop updates of lr ~ 1e-6."""
-    if not (enabled and bf16_ok(device)):
-        return contextlib.nullcontext()
-    return torch.autocast(device.split(":")[0], dtype=torch.bfloat16)

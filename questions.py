@@ -153,7 +153,7 @@ def counts(docs, train, test, seed):
             f"from {len(train) + len(test)} of {len(docs)} articles")
 
 
-def show(train, test, n, seed):
+def print_samples(train, test, n, seed):
     """Print n random train and n random test questions, each with its answers."""
     rng = random.Random(seed)
     for name, questions in (("train", train), ("test", test)):
@@ -194,7 +194,7 @@ def write_hard(folder, docs, sides):
     return tuple(len(side) for side in hard)
 
 
-def bench(seed=0, human_path=HUMAN_QUESTIONS):
+def recall_bench(seed=0, human_path=HUMAN_QUESTIONS):
     """Index build time, 1,000 searches, and how often the raw question finds its answer: the
     generated test clues, and the human-written questions of human_path."""
     start = time.perf_counter()
@@ -241,7 +241,7 @@ def main(argv=None):
     if args.show is not None and args.show < 1:
         parser.error("--show needs N >= 1")
     if args.bench:
-        bench(args.seed)
+        recall_bench(args.seed)
         return 0
     docs = load_wiki_corpus()
     train, test = split_by_article(make_questions(docs, seed=args.seed), seed=args.seed)
@@ -251,7 +251,7 @@ def main(argv=None):
               "not the top hit of the raw question")
         return 0
     if args.show is not None:
-        show(train, test, args.show, args.seed)
+        print_samples(train, test, args.show, args.seed)
     else:
         print(counts(docs, train, test, args.seed))
     return 0

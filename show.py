@@ -2,8 +2,8 @@
 
     python show.py OUT [--step N] [--group I] [--out FILE]
 
-reads OUT/rollouts/step_N.jsonl (written by train.py at every step: per sample its group, role,
-per-turn rewards, and per token its text, mask, advantage and turn) and colours every model
+reads OUT/rollouts/step_N.jsonl (written at every step by checkpoint.save_rollouts: per sample its
+group, role, per-turn rewards, and per token its text, mask, advantage and turn) and colours every model
 token by the advantage it was trained with:
 
 - MT-GRPO (--algo mt): one sample is a whole search episode. The turn-level advantage gives the
@@ -37,30 +37,6 @@ def colour(adv, scale):
     t = max(-1.0, min(1.0, adv / scale)) if scale > 0 else 0.0
     end = POS if t > 0 else NEG
     return "rgb(%d,%d,%d)" % tuple(int(255 + abs(t) * (e - 255) + 0.5) for e in end)
-
-
-# ---------------------------------------------------------------- writing (train.py, every step)
-def save_rollouts(samples, tok, path):
-    """One JSON line per sample for show.py: its group, role and per-turn rewards, and per
-    token its text, mask (1 = trained), advantage and turn (1..K; 0 = prompt or environment)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        for s in samples:
-            f.write(json.dumps({"group": s.group, "role": s.role, "rewards": s.rewards,
-                                "tokens": token_texts(tok, s.ids), "mask": s.mask,
-                                "adv": s.adv, "turn": s.turn}) + "\n")
-
-
-def token_texts(tok, ids):
-    """The text of each token. A character split over several byte-level tokens is shown on the
-    last of them (the others get ""), so no token decodes to the replacement character."""
-    texts, start = [], 0
-    for i in range(len(ids)):
-        piece = tok.decode(ids[start:i + 1])
-        partial = piece.endswith("\ufffd") and i + 1 - start < 4  # UTF-8 needs at most 4 bytes
-        texts.append("" if partial else piece)
-        start = start if partial else i + 1
-    return texts
 
 
 # ---------------------------------------------------------------- reading
@@ -139,7 +115,7 @@ def prompt_of(row):
     return [row["tokens"][i] for i in segs[0][2]] if segs and segs[0][0] == "prompt" else []
 
 
-def turn_advantages(row):
+def advantage_of_turn(row):
     """{turn k: A_k}: every model token of turn k carries its turn's advantage A_k."""
     return dict(sorted((t, a) for a, m, t in zip(row["adv"], row["mask"], row["turn"]) if m and t > 0))
 
@@ -148,7 +124,7 @@ def reward_labels(row, env, algo):
     """Search: rewards[k] belongs to turn k, the last one is the outcome reward R^O.
     Sokoban: AT-GRPO's one reward belongs to the turn the sample's tokens were generated at;
     the GRPO baseline gives every sample of a trajectory that trajectory's return."""
-    turns = sorted(turn_advantages(row)) or [1]
+    turns = sorted(advantage_of_turn(row)) or [1]
     if algo == "grpo":
         return ["trajectory return"]
     if len(row["rewards"]) == 1:
@@ -183,7 +159,7 @@ def text_html(row, scale, skip_prompt):
 def rollout_html(k, row, env, algo, scale, skip_prompt, chosen):
     rewards = ", ".join(f"{l}: {r:.3f}" for l, r in zip(reward_labels(row, env, algo), row["rewards"]))
     advs = ", ".join(f'<span class="sw" style="background:{colour(a, scale)}">turn {t}: {a:+.3f}</span>'
-                     for t, a in turn_advantages(row).items()) or "none"
+                     for t, a in advantage_of_turn(row).items()) or "none"
     role = f" · {html.escape(row['role'])}" if row["role"] else ""
     badge = ' <span class="chosen">chosen (best reward)</span>' if chosen else ""
     return (f'<div class="rollout{" best" if chosen else ""}"><div class="head"><b>rollout {k}</b>{role}'

@@ -34,9 +34,9 @@ import mtgrpo
 import questions as qa
 import rewards
 import retrieval
-import show
 from config import Args, check_out, parse_args  # noqa: F401 (train.Args for evaluate, compare, bench)
-from loss import fill_logprobs, policy_update, precision_line
+from loss import fill_logprobs, policy_update
+from precision import precision_line
 from policy import chat_sampler, load_model, pick_device, play_episodes
 
 
@@ -46,7 +46,7 @@ def load_task(args):
     data, level seeds below 10**9 to train on and from 10**9 on to test."""
     try:
         if args.env == "sokoban":
-            atgrpo.make_level(0, args)  # can such a level exist?
+            env_sokoban.make_level(0, args)  # can such a level exist?
             return None, range(10 ** 9), [10 ** 9 + i for i in range(args.eval_n)]
         retriever = retrieval.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
         if args.retriever_url:
@@ -91,8 +91,10 @@ def sokoban_step(models, tok, seeds, args):
     """AT-GRPO tree sampling (rewards are scored inside: they choose the branch), then group
     advantages; or the GRPO baseline's parallel trajectories."""
     sample = chat_sampler(role_models(models), tok, args, env_sokoban.STOP_STRINGS)
-    samples, played, final = atgrpo.rollout_samples(seeds, sample, args)
-    return samples, sum(sum(s.mask) for s in samples), atgrpo.episode_metrics(played, final)
+    make_task = lambda seed: env_sokoban.make_tasks([seed], args)[0]  # noqa: E731
+    samples, played, final = atgrpo.rollout_samples(make_task, seeds, sample, args.num_generations,
+                                                    args.algo, args.scale_rewards)
+    return samples, sum(sum(s.mask) for s in samples), env_sokoban.episode_metrics(played, final)
 
 
 def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate"):
@@ -102,7 +104,7 @@ def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, des
     chunk = chunk or args.batch_size * args.num_generations
     if args.env == "sokoban":
         sample = chat_sampler(role_models(models), tok, args, env_sokoban.STOP_STRINGS, greedy)
-        return atgrpo.evaluate(sample, items, args, lambda levels: in_chunks(levels, chunk, desc, "level"))
+        return env_sokoban.evaluate(sample, items, args, lambda levels: in_chunks(levels, chunk, desc, "level"))
     envs = []
     for part in in_chunks(items, chunk, desc, "question"):
         envs += make_envs(part, data, args)
@@ -153,6 +155,17 @@ def routed(samples, name):
 
 
 # ---------------------------------------------------------------- main
+NAMES = {"mt": "MT-GRPO", "mr": "GRPO-MR", "or": "GRPO-OR", "at": "AT-GRPO", "grpo": "GRPO"}
+# what the tables show: rates are fractions of the maximum; rewards are in reward units
+TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
+                    ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),
+                    ("xml_format_rate", "xml format rate")],
+         "sokoban": [("success", "success rate"), ("best_constant_success", "best constant answer's success"),
+                     ("board_ablation_success", "success, another level's board"),
+                     ("distinct_answers", "distinct answer sequences"), ("box_distance", "box-goal distance (cells)"),
+                     ("reward_planner", "planner reward"), ("reward_executor", "executor reward")]}
+
+
 def main(argv=None):
     args = parse_args(argv)  # every flag is checked, then the data and models are loaded,
     check_out(args)  # and only then is anything written to the run folder
@@ -211,7 +224,7 @@ def main(argv=None):
         phase(step, "update")
         line = {"step": step, **line, **update(models, ref, optimizers, samples, args),  # steps 4-5
                 "gen_tokens": n_generated, "tokens_per_s": n_generated / t_generate, "t_generate": t_generate}
-        show.save_rollouts(samples, tok, os.path.join(args.out, "rollouts", f"step_{step}.jsonl"))
+        checkpoint.save_rollouts(samples, tok, os.path.join(args.out, "rollouts", f"step_{step}.jsonl"))
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
             line.update(run_eval(step))
         write(line)
@@ -223,17 +236,6 @@ def main(argv=None):
     bar.close()
     print_table(history, args)
     return history
-
-
-NAMES = {"mt": "MT-GRPO", "mr": "GRPO-MR", "or": "GRPO-OR", "at": "AT-GRPO", "grpo": "GRPO"}
-# what the tables show: rates are fractions of the maximum; rewards are in reward units
-TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
-                    ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),
-                    ("xml_format_rate", "xml format rate")],
-         "sokoban": [("success", "success rate"), ("best_constant_success", "best constant answer's success"),
-                     ("board_ablation_success", "success, another level's board"),
-                     ("distinct_answers", "distinct answer sequences"), ("box_distance", "box-goal distance (cells)"),
-                     ("reward_planner", "planner reward"), ("reward_executor", "executor reward")]}
 
 
 def print_table(history, args):

@@ -26,11 +26,12 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import atgrpo  # noqa: E402
+import env_sokoban  # noqa: E402
 import sokoban  # noqa: E402
 import train  # noqa: E402
-from loss import autocast  # noqa: E402
-from policy import BUNDLED, left_padded, load_model, prompt_ids  # noqa: E402
+from precision import autocast  # noqa: E402
+from decode import left_padded  # noqa: E402
+from policy import BUNDLED, load_model, prompt_ids  # noqa: E402
 
 TEST_SEED = 10 ** 9  # the test levels' first seed, as train.py's evaluation
 
@@ -44,7 +45,7 @@ def optimal_moves(state):
 def examples(seeds, args, tok, rng):
     """(prompt ids, optimal moves, turn) for both roles at every turn of optimal play of each level."""
     out = []
-    for task in atgrpo.make_tasks(seeds, args):
+    for task in env_sokoban.make_tasks(seeds, args):
         while not task.done:
             best = optimal_moves(task.state)
             out.append((prompt_ids(tok, task.messages("planner"), args.prefill), best, task.turn))

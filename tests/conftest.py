@@ -91,8 +91,8 @@ def cpu_bf16_from_environment(monkeypatch):
 
 
 def force_cpu_bf16(monkeypatch, on):
-    """Make loss.bf16_ok answer `on` for the CPU: bf16 autocast runs on any x86 CPU (emulated
+    """Make precision.bf16_ok answer `on` for the CPU: bf16 autocast runs on any x86 CPU (emulated
     without native support), so both precision paths can be tested on one machine."""
-    import loss
-    real = loss.bf16_ok
-    monkeypatch.setattr(loss, "bf16_ok", lambda device: on if device == "cpu" else real(device))
+    import precision
+    real = precision.bf16_ok
+    monkeypatch.setattr(precision, "bf16_ok", lambda device: on if device == "cpu" else real(device))

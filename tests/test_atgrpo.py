@@ -2,6 +2,7 @@
 import random
 
 import pytest
+import torch
 
 import env_sokoban as sk
 import sokoban
@@ -167,7 +168,7 @@ def constant_policy(role, message_lists):
 
 def test_evaluation_tells_a_board_reader_from_a_constant_answer():
     from config import parse_args
-    from atgrpo import distinct, evaluate, make_level
+    from env_sokoban import distinct, evaluate, make_level
     args = parse_args(["--env", "sokoban"])  # the default curriculum: 3-4 optimal moves, 4 turns of one move
     seeds = [10 ** 9 + i for i in range(12)]
     reader = evaluate(solver_policy, seeds, args)
@@ -187,7 +188,7 @@ def test_evaluation_tells_a_board_reader_from_a_constant_answer():
 
 
 def test_distinct_counts_a_sequence_that_begins_another_with_it():
-    from atgrpo import distinct
+    from env_sokoban import distinct
     assert distinct([("R",), ("R", "R"), ("R", "R")]) == 1
     assert distinct([("R",), ("L", "R"), ("R", "U"), ("R", "D")]) == 3
     assert distinct([]) == 0
@@ -204,3 +205,74 @@ def test_the_ablation_plays_on_the_real_level_and_restarts_a_solved_decoy():
     _, (final,) = parallel_rollout([env], reader, [decoy])
     assert final.answers == ("R", "R", "R") and final.solved  # the decoy's moves, played on env
     assert seen[-1] == decoy.level  # the decoy was solved after 2 turns and shown again from its start
+
+
+# ---------------------------------------------------------------- any environment: a toy one
+class Guess:
+    """A toy two-agent environment, not Sokoban: each turn a "hinter" and then a "guesser" say a
+    number; an answer scores minus its distance to the turn's target (3 then 7); two turns."""
+    roles = ("hinter", "guesser")
+
+    def __init__(self):
+        self.turn, self.next_role, self.said = 0, "hinter", []
+
+    @property
+    def done(self):
+        return self.turn >= 2
+
+    def copy(self):
+        twin = Guess()
+        twin.turn, twin.next_role, twin.said = self.turn, self.next_role, list(self.said)
+        return twin
+
+    def messages(self, role):
+        return [{"role": "user", "content": f"{role}, turn {self.turn + 1}, so far {self.said}"}]
+
+    def act(self, role, text):
+        self.said.append(text)
+        if role == "guesser":
+            self.turn += 1
+        return -abs(int(text) - (3, 7)[self.turn - (role == "guesser")])
+
+
+def test_at_grpo_on_a_toy_environment_through_the_public_functions():
+    """K = 3 answers per (environment, agent, turn), always "2", "3", "7" in that order: the tree
+    keeps the best, every group shares one prompt, and the advantages are the group's norm."""
+    import mtgrpo
+    from atgrpo import rollout_samples
+    prompts = []
+
+    def sample(role, message_lists):
+        prompts.extend(repr(m) for m in message_lists)
+        return [([len(m[0]["content"])], [int(t)], t) for m, t in zip(message_lists, ["2", "3", "7"] * len(message_lists))]
+
+    samples, played, final = rollout_samples(lambda env_id: Guess(), ["a", "b"], sample, K=3, algo="at")
+    assert len(samples) == 2 * 2 * 2 * 3  # environments x turns x agents x K
+    assert [s.group for s in samples[:3]] == ["level a / hinter / turn 1"] * 3
+    assert len({prompts[i] for i in range(3)}) == 1  # the K candidates share their prompt
+    # turn 1 target 3: rewards -1, 0, -4 -> the tree continues from "3"; turn 2 target 7: from "7"
+    assert played == [("hinter", 0), ("hinter", 0), ("guesser", 0), ("guesser", 0)] * 2  # per turn, agent, env
+    assert [e.said for e in final] == [["3", "3", "7", "7"]] * 2
+    want = mtgrpo.group_norm(torch.tensor([[-1.0, 0.0, -4.0]], dtype=torch.float64)).tolist()[0]
+    assert [s.adv[-1] for s in samples[:3]] == pytest.approx(want)
+    assert all(s.mask == [0, 1] and s.turn[-1] in (1, 2) for s in samples)
+    # the baseline at the same budget: K independent trajectories per environment, grouped by level
+    samples, _, final = rollout_samples(lambda env_id: Guess(), ["a"], sample, K=3, algo="grpo")
+    assert len(final) == 3 and len(samples) == 3 * 2 * 2
+
+
+def test_the_papers_import_no_environment_and_no_model_code():
+    """The layout the README promises: the algorithms are pure, sampling does not depend on the
+    loss, and training does not depend on the viewer."""
+    import ast
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent
+
+    def imports(name):
+        tree = ast.parse((root / f"{name}.py").read_text())
+        return {n.split(".")[0] for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                for n in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module])}
+    assert imports("mtgrpo") <= {"torch"}
+    assert imports("atgrpo") <= {"dataclasses", "torch", "mtgrpo", "sample"}
+    assert "loss" not in imports("policy") and "loss" not in imports("decode")
+    assert "show" not in imports("train")

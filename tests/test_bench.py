@@ -77,12 +77,12 @@ def test_speedups_are_ours_over_trl_per_phase():
 # ---------------------------------------------------------------- precision and the matmul peak
 @pytest.fixture
 def native_bf16(monkeypatch):
-    """native_bf16(True / False): pretend this CPU has (or lacks) native bf16, in bench and loss."""
-    import loss
+    """native_bf16(True / False): pretend this CPU has (or lacks) native bf16, in bench and precision."""
+    import precision
 
     def force(native):
         monkeypatch.setattr(bench, "bf16_ok", lambda device: native)
-        monkeypatch.setattr(loss, "bf16_ok", lambda device: native)
+        monkeypatch.setattr(precision, "bf16_ok", lambda device: native)
     return force
 
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import loss
-from loss import (Sample, SharedPrompt, clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update,
+from sample import Sample
+from loss import (SharedPrompt, clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update,
                   prompt_groups, token_logprobs)
 
 
@@ -122,7 +123,8 @@ def update_gradient(model, samples, **kw):
         def step(self):
             grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
 
-    policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(**kw))
+    prompt_once = kw.pop("prompt_once", True)
+    policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(**kw), prompt_once)
     return grads[0]
 
 
@@ -152,6 +154,21 @@ def test_a_shared_prompt_runs_once_per_group_with_the_full_forward_gradient(tiny
     assert [len(rows) for _, rows in prompt_groups(samples + [other])] == [3, 1]
     assert same_gradient(update_gradient(model, samples + [other], micro_batch_size=4),
                          full_forward_gradient(model, samples + [other]))
+
+
+def test_the_plain_path_and_the_shared_prompt_give_one_gradient(tiny_model_dir, monkeypatch):
+    """policy_update's plain path (every row from its first token) and its default (a group's
+    shared prompt run once) step with the gradient of one full forward per row."""
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(5)
+    prompt = torch.randint(0, 1000, (6,), generator=g).tolist()
+    samples = [Sample(ids=prompt + torch.randint(0, 1000, (n,), generator=g).tolist(),
+                      mask=[0] * 6 + [1] * n, adv=[0] * 6 + [a] * n) for n, a in ((4, 1.0), (2, -1.0), (5, 0.5))]
+    want = full_forward_gradient(model, samples)
+    calls = count_prompts(monkeypatch)
+    plain = update_gradient(model, samples, micro_batch_size=2, prompt_once=False)
+    assert calls == [] and same_gradient(plain, want)  # no shared prompt on the plain path
+    assert same_gradient(update_gradient(model, samples, micro_batch_size=2), want) and calls == [6]
 
 
 def test_grpo_loss_by_hand():

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from loss import token_logprobs
-from policy import cut_at_stop, generate_turn, load_model
+from decode import cut_at_stop, generate_turn
+from policy import load_model
 
 
 def test_logprob_is_the_sampling_distribution_at_temperature(tiny_model_dir):
@@ -37,7 +38,7 @@ def test_generate_turn_cuts_at_stop_and_keeps_ids(tiny_model_dir):
 
 def test_sampling_probs_equal_transformers_temperature_and_top_p():
     from transformers import TemperatureLogitsWarper, TopPLogitsWarper
-    from policy import sampling_probs
+    from decode import sampling_probs
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(4, 500, generator=g) * 3
     logits[0, :3] = torch.tensor([10.0, 9.0, 8.0])  # a peaked row: top-p keeps only a few tokens
@@ -94,8 +95,8 @@ def test_turn_cache_decodes_exactly_as_the_growing_cache(tiny_model_dir, bf16, m
     rows leave the batch. Both precisions on any CPU: bf16 autocast is forced on (emulated where
     the CPU has no native bf16) or off."""
     from conftest import force_cpu_bf16
-    from loss import autocast
-    from policy import left_padded, load_model, turn_cache
+    from precision import autocast
+    from decode import left_padded, turn_cache
     force_cpu_bf16(monkeypatch, bf16)
     model, tok = load_model(tiny_model_dir, "cpu")
     prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [5, 6, 7, 8, 9]]

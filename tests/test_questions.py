@@ -139,7 +139,7 @@ def test_qa_loader_errors_name_file_line_and_problem(tmp_path, line, problem):
 
 
 def test_bench_reports_index_counts_speed_and_recall(wiki, questions, capsys):
-    qs.bench(seed=0)
+    qs.recall_bench(seed=0)
     lines = capsys.readouterr().out.splitlines()
     docs, retriever = wiki
     assert len(lines) == 7

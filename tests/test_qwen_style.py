@@ -14,6 +14,7 @@ import os
 import pytest
 import torch
 
+import decode
 import env_search
 import evaluate
 import policy
@@ -86,9 +87,9 @@ def test_the_fixture_has_qwen25_ids_template_and_padded_vocabulary(qwen_dir):
 
 def test_end_of_turn_ids_for_qwen_and_the_bundled_model(qwen_dir, tokenizer):
     model, tok = policy.load_model(qwen_dir, "cpu")
-    assert policy.template_end_of_turn(tok) == IM_END
-    assert policy.end_of_turn_ids(tok, model) == {IM_END, ENDOFTEXT}  # both variants, by two routes
-    assert policy.end_of_turn_ids(tokenizer, None) == {tokenizer.eos_token_id}  # SmolLM2: <|im_end|>
+    assert decode.template_end_of_turn(tok) == IM_END
+    assert decode.end_of_turn_ids(tok, model) == {IM_END, ENDOFTEXT}  # both variants, by two routes
+    assert decode.end_of_turn_ids(tokenizer, None) == {tokenizer.eos_token_id}  # SmolLM2: <|im_end|>
 
 
 # ---------------------------------------------------------------- breakage 1: padded vocabulary
@@ -162,7 +163,7 @@ def test_generate_and_the_decode_loop_stop_alike_and_train_no_padding(qwen_dir):
     runs = {}
     for reference in (False, True):
         with steered(model, scripts):
-            runs[reference] = policy.generate_turn(model, tok, prompts, 12, stop_strings=env_search.STOP_STRINGS,
+            runs[reference] = decode.generate_turn(model, tok, prompts, 12, stop_strings=env_search.STOP_STRINGS,
                                                    greedy=True, bf16=False, reference=reference)
     assert runs[False] == runs[True]
     assert runs[True][0] == body + [IM_END] and runs[True][1] == body + ids(tok, " here") + [ENDOFTEXT]
@@ -175,7 +176,7 @@ def test_seeded_sampling_equals_generate_on_qwen(qwen_dir):
     prompts, runs = [[11, 12, 13, 14], [21, 22], [31, 32, 33]], []
     for reference in (True, False):
         torch.manual_seed(3)
-        runs.append(policy.generate_turn(model, tok, prompts, 10, 0.9, 1.0, (), False, False, reference))
+        runs.append(decode.generate_turn(model, tok, prompts, 10, 0.9, 1.0, (), False, False, reference))
     assert runs[0] == runs[1]
 
 

@@ -8,6 +8,7 @@ import zlib
 
 import pytest
 
+import checkpoint
 import show
 
 PROMPT = ["<|im_start|>", "user\nWho wrote Hamlet?", "<|im_end|>\n"]
@@ -194,6 +195,6 @@ def test_chromium_screenshot_is_not_blank(tmp_path):
 
 def test_token_texts_keep_split_characters_whole(tokenizer):
     ids = tokenizer("Tokyo 東京 Maß", add_special_tokens=False)["input_ids"]
-    texts = show.token_texts(tokenizer, ids)
+    texts = checkpoint.token_pieces(tokenizer, ids)
     assert len(texts) == len(ids) and "".join(texts) == "Tokyo 東京 Maß"
     assert "\ufffd" not in "".join(texts) and " 東" in texts and "京" in texts

@@ -373,7 +373,7 @@ def test_evaluation_in_chunks_equals_one_batch(monkeypatch, tokenizer):
 @pytest.mark.parametrize("native, emulated, want", [(True, True, True), (False, True, False), (False, False, False)])
 def test_a_gpu_without_native_bf16_computes_in_fp32(monkeypatch, native, emulated, want):
     """torch.cuda.is_bf16_supported() says True on a T4 (bf16 emulated, slower than fp32)."""
-    import loss
+    import precision as loss
     monkeypatch.setattr(torch.cuda, "is_bf16_supported",
                         lambda including_emulation=True: native or (including_emulation and emulated))
     assert loss.bf16_ok("cuda") == want

@@ -1,0 +1,213 @@
+"""Decoding one turn of every active episode in one batch, and where a turn ends. policy.py plays
+the episodes with it; read policy.py first.
+
+Read top to bottom: where a turn ends (the same rule for every path), the plain path
+(`hf_generate_turn`: transformers' `generate`, cut at the turn's end), then the fast path
+(`generate_turn`: a decode loop that prefills each distinct prompt once and writes keys and values
+into a turn-sized cache). tests/test_policy.py and tests/test_qwen_style.py check that the two give
+the same tokens, greedy and for the same sampling seed; docs/benchmarks.md has their speeds.
+"""
+import functools
+
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+from precision import autocast
+
+
+# ---------------------------------------------------------------- where a turn ends
+@functools.lru_cache(maxsize=4)
+def special_ids(tok):
+    """The ids of the tokenizer's special tokens (<|im_start|>, <|endoftext|>, ...)."""
+    return frozenset(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items() if t.special}
+
+
+@functools.lru_cache(maxsize=4)
+def template_end_of_turn(tok):
+    """The token the chat template closes an assistant message with (<|im_end|> for ChatML
+    models such as SmolLM2 and Qwen2.5, <|eot_id|> for Llama 3), or None if it closes with text."""
+    probe = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "\x00"}]
+    text = tok.apply_chat_template(probe, tokenize=False)
+    after = tok(text[text.index("\x00") + 1:], add_special_tokens=False)["input_ids"]
+    return after[0] if after and after[0] in special_ids(tok) else None
+
+
+def end_of_turn_ids(tok, model):
+    """Every id that ends a model's turn: the tokenizer's EOS, each EOS of the model's generation
+    config (Qwen2.5-Instruct lists <|im_end|> and <|endoftext|>) and the chat template's
+    end-of-turn token (a base model's EOS is <|endoftext|>, but its template ends a turn with
+    <|im_end|>: without it the model would write on into a turn of its own invention)."""
+    generation = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = {*as_list(tok.eos_token_id), *as_list(generation), template_end_of_turn(tok)}
+    return frozenset(ids - {None})
+
+
+def as_list(ids):
+    return ids if isinstance(ids, (list, tuple)) else [ids]
+
+
+def kept_turn(new_ids, tok):
+    """A turn as the episode keeps it. A turn that ends on the chat template's own end-of-turn
+    token keeps it: closing the turn is the model's choice and is trained like any token. A turn
+    that ends on another special token (an EOS the template never writes, such as Qwen's
+    <|endoftext|> document separator) drops it: the template's own closing then follows as
+    environment text, so the next turn reads the conversation as the template writes it."""
+    if new_ids and new_ids[-1] != template_end_of_turn(tok) and new_ids[-1] in special_ids(tok):
+        return new_ids[:-1]
+    return new_ids
+
+
+def cut_at_stop(new_ids, tok, stop_strings, ends):
+    """Keep tokens up to and including the first id of `ends` or the token that completes a
+    stop string."""
+    for i, t in enumerate(new_ids):
+        if t in ends:
+            return new_ids[:i + 1]
+        if stop_strings and any(s in tok.decode(new_ids[max(0, i - 8):i + 1]) for s in stop_strings):
+            return new_ids[:i + 1]
+    return new_ids
+
+
+# ---------------------------------------------------------------- the plain path: transformers' generate
+def left_padded(prompts, pad_id, device):
+    """ids, attention mask and position ids (B, width) of left-padded prompts: every row's next
+    token sits at the end; positions count each row's own tokens from 0."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
+    return ids.to(device), attn.to(device), (attn.cumsum(-1) - 1).clamp(min=0).to(device)
+
+
+
+@torch.no_grad()
+def hf_generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
+                     stop_strings=(), greedy=False, bf16=True):
+    """The reference path: one batched `generate` call that stops on the same end-of-turn ids,
+    each row cut after its first stop string or end id (the padding `generate` writes after a
+    finished row is cut away with it)."""
+    ids, attn, _ = left_padded(prefixes, tok.pad_token_id, model.device)
+    ends = end_of_turn_ids(tok, model)
+    sampling = dict(do_sample=False) if greedy else dict(
+        do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+    with autocast(str(model.device), bf16):
+        out = model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=max_new_tokens,
+                             pad_token_id=tok.pad_token_id, eos_token_id=sorted(ends),
+                             stop_strings=list(stop_strings) or None, tokenizer=tok, **sampling)
+    return [cut_at_stop(row.tolist(), tok, stop_strings, ends) for row in out[:, ids.shape[1]:].cpu()]
+
+
+# ---------------------------------------------------------------- the fast path: a decode loop
+def sampling_probs(logits, temperature, top_p):
+    """The distribution a token is drawn from: softmax(logits / temperature), restricted to the
+    smallest set of most likely tokens whose probability reaches top_p (nucleus sampling; the
+    most likely token always stays), renormalised. The same rule as transformers' generate."""
+    logits = logits.float() / temperature
+    if top_p < 1.0:
+        ascending, order = torch.sort(logits, descending=False)
+        drop = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
+        drop[..., -1] = False
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return logits.softmax(-1)
+
+
+@functools.lru_cache(maxsize=4)
+def token_texts(tok):
+    """The text of every token id, decoded once per tokenizer, for stop strings on token ids."""
+    return [tok.decode([i]) for i in range(len(tok))]
+
+
+class TurnLayer(DynamicLayer):
+    """One layer's keys and values for one turn, written in place into a buffer sized for the
+    whole turn. transformers' default layer concatenates at every token, reallocating the whole
+    cache each time, which on a CPU costs more than the model's matmuls. Under autocast the
+    buffer holds the autocast dtype, which attention computes in anyway: the same numbers."""
+
+    def __init__(self, capacity):
+        super().__init__()
+        self.capacity, self.length = capacity, 0
+
+    def lazy_initialization(self, keys, values):
+        kind = keys.device.type
+        self.dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else keys.dtype
+        self.device, self.is_initialized = keys.device, True
+        self.key_buffer = keys.new_empty(*keys.shape[:2], self.capacity, keys.shape[-1], dtype=self.dtype)
+        self.value_buffer = values.new_empty(*values.shape[:2], self.capacity, values.shape[-1], dtype=self.dtype)
+
+    def update(self, keys, values, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(keys, values)
+        start, self.length = self.length, self.length + keys.shape[-2]
+        self.key_buffer[:, :, start:self.length] = keys
+        self.value_buffer[:, :, start:self.length] = values
+        self.keys, self.values = self.key_buffer[:, :, :self.length], self.value_buffer[:, :, :self.length]
+        return self.keys, self.values
+
+    def batch_select_indices(self, rows):
+        self.key_buffer, self.value_buffer = self.key_buffer[rows], self.value_buffer[rows]
+        self.keys, self.values = self.key_buffer[:, :, :self.length], self.value_buffer[:, :, :self.length]
+
+
+def turn_cache(config, capacity):
+    """TurnLayer for every layer of a model whose layers all attend fully (Llama, Qwen2, ...);
+    None (transformers' own cache) for sliding-window or other layer kinds."""
+    config = config.get_text_config()
+    if set(getattr(config, "layer_types", None) or ["full_attention"]) != {"full_attention"}:
+        return None
+    return Cache(layers=[TurnLayer(capacity) for _ in range(config.num_hidden_layers)])
+
+
+@torch.no_grad()
+def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
+                  stop_strings=(), greedy=False, bf16=True, reference=False):
+    """Sample one turn for every active episode; returns the new ids per episode, up to and
+    including the first end-of-turn id (end_of_turn_ids) or the token that completes a stop string.
+
+    Each distinct prompt is prefilled once (the G episodes of a question, the K candidates of an
+    AT-GRPO group share theirs) and its keys/values are repeated for its rows; then all rows
+    decode together, a row leaving the batch when it stops. The keys/values go into buffers
+    sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
+    the weights are made once, not at every token. `reference=True` runs
+    transformers' `generate` instead (same tokens for greedy decoding; tests compare the two).
+
+    1. A checkpoint may have more embedding rows than its tokenizer has ids (Qwen2.5: 151,936 for
+    151,665). Those ids are sampled like any other, as `generate` samples them, so the log-prob
+    of a token is that of the distribution it was drawn from; they decode as empty text, so the
+    environment sees nothing of them, and the update trains them down like any bad token.
+    """
+    if reference:
+        return hf_generate_turn(model, tok, prefixes, max_new_tokens, temperature, top_p,
+                                stop_strings, greedy, bf16)
+    unique = list(dict.fromkeys(map(tuple, prefixes)))
+    row_of = torch.tensor([unique.index(tuple(p)) for p in prefixes], device=model.device)
+    ids, attn, pos = left_padded(unique, tok.pad_token_id, model.device)
+    ends, texts, tails = end_of_turn_ids(tok, model), token_texts(tok), [""] * len(prefixes)
+    new, active = [[] for _ in prefixes], list(range(len(prefixes)))
+    with autocast(str(model.device), bf16):
+        cache = turn_cache(model.config, ids.shape[1] + max_new_tokens)
+        out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
+                    logits_to_keep=1)
+        cache = out.past_key_values
+        cache.batch_select_indices(row_of)  # one prefill per distinct prompt, repeated per row
+        logits, attn, pos = out.logits[row_of, -1], attn[row_of], pos[row_of, -1]
+        for step in range(max_new_tokens):
+            token = logits.float().argmax(-1) if greedy else torch.multinomial(
+                sampling_probs(logits, temperature, top_p), 1)[:, 0]
+            going = []
+            for j, (i, t) in enumerate(zip(active, token.tolist())):
+                new[i].append(t)
+                tails[i] = (tails[i] + (texts[t] if t < len(texts) else ""))[-64:]  # note 1
+                if t not in ends and not any(s in tails[i] for s in stop_strings):
+                    going.append(j)
+            if not going or step == max_new_tokens - 1:
+                break
+            if len(going) < len(active):  # stopped rows leave the batch and the cache
+                keep = torch.tensor(going, device=model.device)
+                cache.batch_select_indices(keep)
+                attn, pos, token, active = attn[keep], pos[keep], token[keep], [active[j] for j in going]
+            attn = torch.cat([attn, attn.new_ones(len(active), 1)], 1)
+            pos = pos + 1
+            logits = model(input_ids=token[:, None], attention_mask=attn, position_ids=pos[:, None],
+                           past_key_values=cache).logits[:, -1]
+    return new

@@ -1,0 +1,34 @@
+"""What a run computes in: bf16 autocast over fp32 weights where the hardware has native bf16, fp32
+elsewhere. Used by the sampler (decode.py) and the update (loss.py) alike.
+"""
+import contextlib
+
+import torch
+
+
+def bf16_ok(device):
+    """bf16 autocast on GPUs with native bf16 (compute capability 8.0 on: A100, L4, H100, RTX
+    30xx) and on CPUs with native bf16 (AVX512-BF16 / AMX). Elsewhere bf16 is emulated and slower
+    than fp32 (a T4, a V100, most laptop CPUs), so those compute in fp32."""
+    if device.startswith("cuda"):
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    return device == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
+def precision_line(device, bf16=True):
+    """The first line a run prints: what it computes in, and why."""
+    if bf16 and bf16_ok(device):
+        return f"compute: bf16 autocast over fp32 weights on {device}"
+    if not bf16:
+        return f"compute: fp32 on {device} (--bf16 false)"
+    kind = "GPU (a T4 or V100: compute capability below 8.0)" if device.startswith("cuda") else \
+        "CPU (no AVX512-BF16 or AMX)"
+    return (f"compute: fp32 on {device}: this {kind} has no native bf16, so the run computes in fp32 "
+            "(slower; rewards differ slightly from a bf16 machine's, see docs/training.md)")
+
+
+def autocast(device, enabled=True):
+    """bf16 compute over fp32 weights: pure-bf16 weights would drop updates of lr ~ 1e-6."""
+    if not (enabled and bf16_ok(device)):
+        return contextlib.nullcontext()
+    return torch.autocast(device.split(":")[0], dtype=torch.bfloat16)
