@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import math
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -91,6 +92,8 @@ def ex2_cases(turn_advantages):
         return turn_advantages(t64(turn), t64(outcome), algo, alpha)
 
     return [
+        # the docstring's promise: a float64 tensor (groups, G, K)
+        ("float64 out", lambda: str(adv([[[4.0], [0.0]]], [[1.0, 3.0]], "or").dtype), "torch.float64"),
         # R^O = [1, 3] -> norm = [-D, D] on both turns; the turn rewards are ignored
         ("or, K = 2", lambda: adv([[[4.0], [0.0]]], [[1.0, 3.0]], "or"), [[[-D, -D], [D, D]]]),
         # R^T + R^O = [4 + 1, 0 + 3] = [5, 3]: mean 4, deviations +-1, std sqrt(2) -> [D, -D]
@@ -439,13 +442,23 @@ def run_check(n, *functions):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 got = run()
-        except NotImplementedError:
+        except NotImplementedError as error:
+            other = raised_in(error)
+            if other and other != EXERCISES[n][1]:  # ex2 calling a still-stubbed ex1
+                return False, f"needs {other} first: it is not implemented yet"
             return False, "not implemented yet" if i == 0 else f"{name}: not implemented yet"
         except Exception as error:  # a bug in the function under test: report, do not crash
             return False, f"{name}: raised {type(error).__name__}: {error}".replace("\n", " ")[:160]
         if not close(got, expected):
             return False, f"{name}: expected {show(expected)}, got {show(got)}"
     return True, ""
+
+
+def raised_in(error):
+    """The exercise file (ex*.py) of the innermost frame that raised `error`, or None."""
+    files = [Path(frame.filename).name for frame in traceback.extract_tb(error.__traceback__)]
+    files = [f for f in files if f.startswith("ex") and f.endswith(".py")]
+    return files[-1] if files else None
 
 
 def student_functions(n, folder):

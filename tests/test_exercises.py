@@ -208,3 +208,21 @@ def test_every_exercise_has_a_wrong_answer():
 def test_failure_is_one_line():
     passed, failure = check.run_check(1, lambda r: r - r.mean(1, keepdim=True) / 0.0)
     assert not passed and "\n" not in failure and failure.startswith("two samples: expected")
+
+
+def test_a_still_stubbed_exercise_that_another_one_needs_is_blamed(tmp_path):
+    """ex2 imports group_norm from an ex1 that still raises NotImplementedError: the checker
+    names ex1, not ex2."""
+    stub = (ROOT / "exercises" / "ex1_group_norm.py").read_text()
+    write_answers(tmp_path, {**RIGHT, 1: stub})
+    passed, failure = check.run_check(2, *check.student_functions(2, tmp_path))
+    assert not passed and failure == "needs ex1_group_norm.py first: it is not implemented yet"
+
+
+def test_ex2_must_return_float64(tmp_path):
+    source = textwrap.dedent(RIGHT[2]).replace("    K = turn_rewards.shape[2] + 1\n",
+                                               "    K = turn_rewards.shape[2] + 1\n    turn_rewards, outcome_rewards = turn_rewards.float(), outcome_rewards.float()\n")
+    source = source.replace("dtype=torch.float64", "dtype=torch.float32")
+    write_answers(tmp_path, {**RIGHT, 2: source})
+    passed, failure = check.run_check(2, *check.student_functions(2, tmp_path))
+    assert not passed and failure == "float64 out: expected 'torch.float64', got 'torch.float32'"
