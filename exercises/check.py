@@ -9,8 +9,10 @@ The exit code is 0 when every checked exercise passes, 1 otherwise. Floats are c
 tolerance of 1e-5 relative + 1e-6 absolute: tight enough to see the 1e-4 of group_norm.
 
 Each exercise has one section: its cases, then how to call the project's function (SOLUTIONS).
-A case is (name, run, expected): run() calls your function and returns what is compared with
-expected. To use the checks from Python: run_check(n, *functions) -> (passed, first_failure).
+A case is (name, run, inputs, expected): run(**inputs) calls your function and returns what is
+compared with expected; inputs are plain data (lists of numbers go in as float64 tensors), and a
+failing case prints them with the expected value and what came back.
+To use the checks from Python: run_check(n, *functions) -> (passed, failure).
 """
 import argparse
 import importlib.util
@@ -44,29 +46,30 @@ def t64(rows):
 
 # ---------------------------------------------------------------- exercise 1: group_norm
 def ex1_cases(group_norm):
-    def norm(rows):
-        return group_norm(t64(rows))
+    def norm(rewards):
+        return group_norm(t64(rewards))
 
     return [
         # mean 2, deviations -1, +1; unbiased std sqrt((1 + 1) / (2 - 1)) = 1.414214
         # -> -+1 / (1.414214 + 0.0001) = -+0.707057   (biased std 1 would give -+0.9999)
-        ("two samples", lambda: norm([[1.0, 3.0]]), [[-0.707057, 0.707057]]),
+        ("two samples", norm, dict(rewards=[[1.0, 3.0]]), [[-0.707057, 0.707057]]),
         # mean 2, deviations -2, -1, 3; var (4 + 1 + 9) / 2 = 7, std 2.645751 (+ 0.0001)
         # -> -2 / 2.645851, -1 / 2.645851, 3 / 2.645851
-        ("three samples", lambda: norm([[0.0, 1.0, 5.0]]), [[-0.755900, -0.377950, 1.133851]]),
+        ("three samples", norm, dict(rewards=[[0.0, 1.0, 5.0]]),
+         [[-0.755900, -0.377950, 1.133851]]),
         # row 1 as above; row 2: mean 2, deviations -+2, std sqrt(8) = 2.828427
         # -> -+2 / 2.828527 = -+0.707082: each row is normalised on its own
-        ("two groups", lambda: norm([[1.0, 3.0], [0.0, 4.0]]),
+        ("two groups", norm, dict(rewards=[[1.0, 3.0], [0.0, 4.0]]),
          [[-0.707057, 0.707057], [-0.707082, 0.707082]]),
         # mean 0.0005, deviations -+0.0005, std 0.000707107 (+ 0.0001 = 0.000807107)
         # -> -+0.0005 / 0.000807107 = -+0.619497   (without the 1e-4: -+0.707107)
-        ("small spread, eps matters", lambda: norm([[0.0, 0.001]]), [[-0.619497, 0.619497]]),
+        ("small spread, eps matters", norm, dict(rewards=[[0.0, 0.001]]), [[-0.619497, 0.619497]]),
         # std 0: nothing to learn from this group
-        ("equal rewards", lambda: norm([[0.1, 0.1, 0.1]]), [[0, 0, 0]]),
-        ("equal rewards in one of two groups", lambda: norm([[0.7, 0.7], [1.0, 3.0]]),
+        ("equal rewards", norm, dict(rewards=[[0.1, 0.1, 0.1]]), [[0, 0, 0]]),
+        ("equal rewards in one of two groups", norm, dict(rewards=[[0.7, 0.7], [1.0, 3.0]]),
          [[0, 0], [-0.707057, 0.707057]]),
         # one sample: the unbiased std divides by G - 1 = 0
-        ("one sample (G = 1)", lambda: norm([[2.0], [5.0]]), [[0], [0]]),
+        ("one sample (G = 1)", norm, dict(rewards=[[2.0], [5.0]]), [[0], [0]]),
     ]
 
 
@@ -88,42 +91,56 @@ D = 0.707057
 
 
 def ex2_cases(turn_advantages):
-    def adv(turn, outcome, algo, alpha=1.0):
-        return turn_advantages(t64(turn), t64(outcome), algo, alpha)
+    def adv(turn_rewards, outcome_rewards, algo, alpha=1.0):
+        return turn_advantages(t64(turn_rewards), t64(outcome_rewards), algo, alpha)
+
+    def dtype(**inputs):
+        return str(adv(**inputs).dtype)
 
     return [
         # the docstring's promise: a float64 tensor (groups, G, K)
-        ("float64 out", lambda: str(adv([[[4.0], [0.0]]], [[1.0, 3.0]], "or").dtype), "torch.float64"),
+        ("float64 out", dtype, dict(turn_rewards=[[[4.0], [0.0]]], outcome_rewards=[[1.0, 3.0]],
+                                    algo="or"), "torch.float64"),
         # R^O = [1, 3] -> norm = [-D, D] on both turns; the turn rewards are ignored
-        ("or, K = 2", lambda: adv([[[4.0], [0.0]]], [[1.0, 3.0]], "or"), [[[-D, -D], [D, D]]]),
+        ("or, K = 2", adv, dict(turn_rewards=[[[4.0], [0.0]]], outcome_rewards=[[1.0, 3.0]],
+                                algo="or"), [[[-D, -D], [D, D]]]),
         # R^T + R^O = [4 + 1, 0 + 3] = [5, 3]: mean 4, deviations +-1, std sqrt(2) -> [D, -D]
         # (the outcome alone would say [-D, D])
-        ("mr, K = 2", lambda: adv([[[4.0], [0.0]]], [[1.0, 3.0]], "mr"), [[[D, D], [-D, -D]]]),
+        ("mr, K = 2", adv, dict(turn_rewards=[[[4.0], [0.0]]], outcome_rewards=[[1.0, 3.0]],
+                                algo="mr"), [[[D, D], [-D, -D]]]),
         # A_1 = norm(R^T) + norm(R^O) = [-A + B0, 0 + B1, A + B2], A_2 = norm(R^O) = B
-        ("mt, K = 2", lambda: adv([[[1.0], [2.0], [3.0]]], [[0.0, 0.0, 3.0]], "mt"),
+        ("mt, K = 2", adv, dict(turn_rewards=[[[1.0], [2.0], [3.0]]],
+                                outcome_rewards=[[0.0, 0.0, 3.0]], algo="mt"),
          [[[-1.577217, B[0]], [-0.577317, B[1]], [2.154534, B[2]]]]),
         # K = 3: R^T_1 = [1, 2, 3], R^T_2 = [0, 0, 3], R^O = [0, 1, 5]; alpha = 1:
         # A_1 = norm(R^T_1) + norm(R^T_2) + norm(R^O) = [-A + B0 + C0, B1 + C1, A + B2 + C2]
         # A_2 = norm(R^T_2) + norm(R^O) = [B0 + C0, B1 + C1, B2 + C2];  A_3 = norm(R^O) = C
-        ("mt, K = 3", lambda: adv([[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]], [[0.0, 1.0, 5.0]], "mt"),
+        ("mt, K = 3", adv, dict(turn_rewards=[[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]],
+                                outcome_rewards=[[0.0, 1.0, 5.0]], algo="mt"),
          [[[-2.333117, -1.333217, C[0]], [-0.955267, -0.955267, C[1]],
            [3.288384, 2.288484, C[2]]]]),
         # same rewards, alpha = 0.5:
         # A_1 = norm(R^T_1) + 0.5 norm(R^T_2) + 0.25 norm(R^O), A_2 = norm(R^T_2) + 0.5 norm(R^O)
-        ("mt, K = 3, alpha = 0.5",
-         lambda: adv([[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]], [[0.0, 1.0, 5.0]], "mt", 0.5),
+        ("mt, K = 3, alpha = 0.5", adv, dict(turn_rewards=[[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]],
+                                             outcome_rewards=[[0.0, 1.0, 5.0]], algo="mt",
+                                             alpha=0.5),
          [[[-1.477534, -0.955267, C[0]], [-0.383146, -0.766292, C[1]],
            [1.860680, 1.721559, C[2]]]]),
         # R^T_1 + R^T_2 + R^O = [1 + 0 + 3, 2 + 0 + 2, 3 + 3 + 1] = [4, 4, 7]
         # -> mean 5, deviations [-1, -1, 2] as for [0, 0, 3]: B
-        ("mr, K = 3", lambda: adv([[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]], [[3.0, 2.0, 1.0]], "mr"),
+        ("mr, K = 3", adv, dict(turn_rewards=[[[1.0, 0.0], [2.0, 0.0], [3.0, 3.0]]],
+                                outcome_rewards=[[3.0, 2.0, 1.0]], algo="mr"),
          [[[b, b, b] for b in B]]),
         # two groups: group 1 R^O = [1, 3], group 2 R^O = [3, 1] (R^T equal inside each group)
-        ("two groups", lambda: adv([[[0.5], [0.5]], [[0.0], [0.0]]], [[1.0, 3.0], [3.0, 1.0]], "mt"),
+        ("two groups", adv, dict(turn_rewards=[[[0.5], [0.5]], [[0.0], [0.0]]],
+                                 outcome_rewards=[[1.0, 3.0], [3.0, 1.0]], algo="mt"),
          [[[-D, -D], [D, D]], [[D, D], [-D, -D]]]),
-        ("equal rewards", lambda: adv([[[0.2], [0.2], [0.2]]], [[1.9, 1.9, 1.9]], "mt"),
+        ("equal rewards", adv, dict(turn_rewards=[[[0.2], [0.2], [0.2]]],
+                                    outcome_rewards=[[1.9, 1.9, 1.9]], algo="mt"),
          [[[0, 0], [0, 0], [0, 0]]]),
-        ("one sample (G = 1)", lambda: adv([[[0.7]]], [[1.0]], "mr"), [[[0, 0]]]),
+        ("one sample (G = 1)",
+         adv, dict(turn_rewards=[[[0.7]]], outcome_rewards=[[1.0]], algo="mr"),
+         [[[0, 0]]]),
     ]
 
 
@@ -134,23 +151,26 @@ def ex2_solution():
 
 # ---------------------------------------------------------------- exercise 3: token_advantages
 def ex3_cases(token_advantages):
-    def tok(turns, turn_adv):
-        adv, mask = token_advantages(turns, turn_adv)
+    def tok(turn_of_token, turn_adv):
+        adv, mask = token_advantages(turn_of_token, turn_adv)
         return list(adv), list(mask)
 
     return [
         # prompt (0, 0), then turn 1: A_1 = 0.5 on its tokens
-        ("one turn", lambda: tok([0, 0, 1, 1], [0.5]), ([0, 0, 0.5, 0.5], [0, 0, 1, 1])),
+        ("one turn", tok, dict(turn_of_token=[0, 0, 1, 1], turn_adv=[0.5]),
+         ([0, 0, 0.5, 0.5], [0, 0, 1, 1])),
         # prompt, turn 1, tool result (environment, 0), turn 2
         ("two turns, tool result between",
-         lambda: tok([0, 0, 1, 1, 0, 0, 2, 2, 2], [0.5, -1.0]),
+         tok, dict(turn_of_token=[0, 0, 1, 1, 0, 0, 2, 2, 2], turn_adv=[0.5, -1.0]),
          ([0, 0, 0.5, 0.5, 0, 0, -1, -1, -1], [0, 0, 1, 1, 0, 0, 1, 1, 1])),
-        ("K = 3 turns", lambda: tok([0, 1, 0, 2, 0, 3, 3], [1.5, -0.25, 2.0]),
+        ("K = 3 turns", tok, dict(turn_of_token=[0, 1, 0, 2, 0, 3, 3], turn_adv=[1.5, -0.25, 2.0]),
          ([0, 1.5, 0, -0.25, 0, 2.0, 2.0], [0, 1, 0, 1, 0, 1, 1])),
         # the mask says who wrote the token: A_1 = 0 still trains (mask 1)
-        ("zero advantage keeps mask 1", lambda: tok([0, 1, 1], [0.0]), ([0, 0, 0], [0, 1, 1])),
-        ("only prompt tokens", lambda: tok([0, 0, 0], [0.7]), ([0, 0, 0], [0, 0, 0])),
-        ("empty sample", lambda: tok([], [0.7]), ([], [])),
+        ("zero advantage keeps mask 1", tok, dict(turn_of_token=[0, 1, 1], turn_adv=[0.0]),
+         ([0, 0, 0], [0, 1, 1])),
+        ("only prompt tokens", tok, dict(turn_of_token=[0, 0, 0], turn_adv=[0.7]),
+         ([0, 0, 0], [0, 0, 0])),
+        ("empty sample", tok, dict(turn_of_token=[], turn_adv=[0.7]), ([], [])),
     ]
 
 
@@ -163,56 +183,74 @@ def ex3_solution():
 LN15, LN05 = math.log(1.5), math.log(0.5)  # ratios r = 1.5 and r = 0.5 against old_logp = 0
 
 
-def ex4_cases(k3_kl, grpo_loss):
-    def run_loss(logp, adv, mask, old=None, ref=None, beta=0.0, eps_low=0.2, eps_high=0.2):
-        logp = t64(logp)
-        old = t64(old) if old is not None else torch.zeros_like(logp)
-        ref = t64(ref) if ref is not None else torch.zeros_like(logp)
-        return grpo_loss(logp, old, ref, t64(adv), t64(mask), beta, eps_low, eps_high)
+def loss_inputs(logp, adv, mask, old_logp=0.0, ref_logp=0.0, beta=0.0, eps_low=0.2,
+                eps_high=0.2):
+    """Every argument of grpo_loss for one case; a number for old_logp or ref_logp means that
+    value on every token."""
+    return dict(logp=logp, old_logp=old_logp, ref_logp=ref_logp, adv=adv, mask=mask, beta=beta,
+                eps_low=eps_low, eps_high=eps_high)
 
-    def grad(logp, adv, mask):
-        """The gradient of the loss with respect to logp (old_logp = ref_logp = 0, beta 0)."""
-        logp = t64(logp).requires_grad_(True)
-        zeros = torch.zeros_like(logp)
-        grpo_loss(logp, zeros, zeros, t64(adv), t64(mask), 0.0, 0.2, 0.2).backward()
+
+def ex4_cases(k3_kl, grpo_loss):
+    def kl(logp, ref_logp):
+        return k3_kl(t64(logp), t64(ref_logp))
+
+    def tensors(logp, old_logp, ref_logp, adv, mask, **rest):
+        logp = t64(logp)
+        old_logp, ref_logp = (torch.full_like(logp, x) if isinstance(x, float) else t64(x)
+                              for x in (old_logp, ref_logp))
+        return logp, old_logp, ref_logp, t64(adv), t64(mask), *rest.values()
+
+    def run_loss(**inputs):
+        return grpo_loss(*tensors(**inputs))
+
+    def grad(**inputs):
+        """The gradient of the loss with respect to logp."""
+        logp, *rest = tensors(**inputs)
+        logp.requires_grad_(True)
+        grpo_loss(logp, *rest).backward()
         return logp.grad
 
     return [
         # d = ref - logp = [0, 1, -1] -> exp(d) - d - 1 = [0, e - 2, 1/e] = [0, 0.718282, 0.367879]
-        ("k3_kl", lambda: k3_kl(t64([[0.0, -1.0, 1.0]]), t64([[0.0, 0.0, 0.0]])),
+        ("k3_kl", kl, dict(logp=[[0.0, -1.0, 1.0]], ref_logp=[[0.0, 0.0, 0.0]]),
          [[0, 0.718282, 0.367879]]),
         # r = 1 everywhere, beta 0: loss = -(1 - 0.5) / 2 = -0.25
-        ("ratio 1, beta 0", lambda: run_loss([[0.0, 0.0]], [[1.0, -0.5]], [[1, 1]]), -0.25),
+        ("ratio 1, beta 0", run_loss, loss_inputs([[0.0, 0.0]], [[1.0, -0.5]], [[1, 1]]), -0.25),
         # only the two trained tokens count: -(2 + 1) / 2 = -1.5 (not -(5 + 2 + 1) / 3, not -3 / 3)
         ("masked prompt token",
-         lambda: run_loss([[0.0, 0.0, 0.0]], [[5.0, 2.0, 1.0]], [[0, 1, 1]]), -1.5),
+         run_loss, loss_inputs([[0.0, 0.0, 0.0]], [[5.0, 2.0, 1.0]], [[0, 1, 1]]), -1.5),
         # token mean over the batch: -(1 + 2 + 3) / 3 = -2 (the mean of row means would be -2.25)
         ("batch of two rows",
-         lambda: run_loss([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [[1.0, 2.0, 9.0], [3.0, 9.0, 9.0]],
-                          [[1, 1, 0], [1, 0, 0]]), -2.0),
+         run_loss, loss_inputs([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],
+                               [[1.0, 2.0, 9.0], [3.0, 9.0, 9.0]], [[1, 1, 0], [1, 0, 0]]), -2.0),
         # r = 1.5, A = 1, eps_high 0.28: min(1.5, 1.28) = 1.28 -> loss -1.28
-        ("clip active above", lambda: run_loss([[LN15]], [[1.0]], [[1]], eps_high=0.28), -1.28),
+        ("clip active above",
+         run_loss, loss_inputs([[LN15]], [[1.0]], [[1]], eps_high=0.28), -1.28),
         # r = 0.5, A = -1, eps_low 0.2: min(-0.5, 0.8 * -1) = -0.8 -> loss 0.8
-        ("clip active below", lambda: run_loss([[LN05]], [[-1.0]], [[1]], eps_high=0.28), 0.8),
+        ("clip active below",
+         run_loss, loss_inputs([[LN05]], [[-1.0]], [[1]], eps_high=0.28), 0.8),
         # r = 0.5, A = 1: min(0.5, 0.8) = 0.5; r = 1.5, A = -1: min(-1.5, -1.2) = -1.5
         # -> loss -(0.5 - 1.5) / 2 = 0.5: the min keeps the unclipped, worse value
         ("clip inactive (pessimistic side)",
-         lambda: run_loss([[LN05, LN15]], [[1.0, -1.0]], [[1, 1]]), 0.5),
+         run_loss, loss_inputs([[LN05, LN15]], [[1.0, -1.0]], [[1, 1]]), 0.5),
         # r = 1; k3 = [0, e - 2] (see "k3_kl"); beta 0.1:
         # -( (1 - 0) + (1 - 0.1 * 0.718282) ) / 2 = -(1 + 0.928172) / 2 = -0.964086
-        ("beta 0.1", lambda: run_loss([[-1.0, -1.0]], [[1.0, 1.0]], [[1, 1]], old=[[-1.0, -1.0]],
-                                      ref=[[-1.0, 0.0]], beta=0.1), -0.964086),
+        ("beta 0.1",
+         run_loss, loss_inputs([[-1.0, -1.0]], [[1.0, 1.0]], [[1, 1]], old_logp=[[-1.0, -1.0]],
+                               ref_logp=[[-1.0, 0.0]], beta=0.1), -0.964086),
         # beta 0: the reference does not matter, loss -(2 + 1) / 2 = -1.5
         ("beta 0 ignores the reference",
-         lambda: run_loss([[0.0, 0.0]], [[2.0, 1.0]], [[1, 1]], ref=[[-3.0, 2.0]]), -1.5),
+         run_loss, loss_inputs([[0.0, 0.0]], [[2.0, 1.0]], [[1, 1]], ref_logp=[[-3.0, 2.0]]), -1.5),
         # loss = -(r1 * 1 + r2 * -2) / 2 with r = exp(logp), at r = 1: d/dlogp = [-0.5, 1.0];
         # the masked token gets 0
-        ("gradient", lambda: grad([[0.0, 0.0, 0.0]], [[1.0, -2.0, 4.0]], [[1, 1, 0]]),
+        ("gradient", grad, loss_inputs([[0.0, 0.0, 0.0]], [[1.0, -2.0, 4.0]], [[1, 1, 0]]),
          [[-0.5, 1.0, 0.0]]),
         # r = 1.5 with A = 1 and r = 0.5 with A = -1 sit on their clip bound: constant, gradient 0;
         # the third token (r = 1, A = 1) gets -1 / 3
         ("clipped tokens get no gradient",
-         lambda: grad([[LN15, LN05, 0.0]], [[1.0, -1.0, 1.0]], [[1, 1, 1]]), [[0, 0, -0.333333]]),
+         grad, loss_inputs([[LN15, LN05, 0.0]], [[1.0, -1.0, 1.0]], [[1, 1, 1]]),
+         [[0, 0, -0.333333]]),
     ]
 
 
@@ -249,52 +287,64 @@ class FakeEnv:
         return f"FakeEnv(turn={self.turn}, history={self.history})"
 
 
+def env_inputs(texts, turn=0, env_id=7, role="planner"):
+    """One case of exercise 5: tree_step(env, env_id, role, candidates) on a FakeEnv that has
+    played `turn` turns (each ("planner", "x")), one candidate per text."""
+    return dict(texts=texts, turn=turn, env_id=env_id, role=role)
+
+
 def ex5_cases(tree_step):
-    def step(texts, turn=0, env_id=7, role="planner"):
-        """tree_step on a fresh FakeEnv that has played `turn` turns, one candidate per text.
-        Returns the env and tree_step's (key, rewards, chosen, branch)."""
+    def step(texts, turn, env_id, role):
+        """The env and tree_step's (key, rewards, chosen, branch)."""
         env = FakeEnv(turn, [("planner", "x")] * turn)
         candidates = [([1, 2, 3], [10 + j], text) for j, text in enumerate(texts)]
         return env, tree_step(env, env_id, role, candidates)
 
-    def rewards(texts):
-        return list(step(texts)[1][1])
+    def key(**inputs):
+        return step(**inputs)[1][0]
 
-    def chosen(texts):
-        return step(texts)[1][2]
+    def rewards(**inputs):
+        return list(step(**inputs)[1][1])
 
-    def original_after(texts):  # the env tree_step was given, after the call
-        env, _ = step(texts, turn=2)
+    def chosen(**inputs):
+        return step(**inputs)[1][2]
+
+    def rewards_and_chosen(**inputs):
+        return rewards(**inputs), chosen(**inputs)
+
+    def original_after(**inputs):  # (turn, history) of the env tree_step was given, after the call
+        env, _ = step(**inputs)
         return env.turn, env.history
 
-    def branch_is(texts):
-        env, (_, _, _, branch) = step(texts)
+    def branch_is(**inputs):
+        env, (_, _, _, branch) = step(**inputs)
         if branch is env:
             return "the original env"
         return "a copy of env" if any(branch is c for c in env.copies) else repr(branch)
 
-    def branch_after(texts):
-        _, (_, _, _, branch) = step(texts, turn=2)
+    def branch_after(**inputs):  # (turn, history) of the branch tree_step returned
+        _, (_, _, _, branch) = step(**inputs)
         return branch.turn, branch.history
 
     return [
-        ("rewards, in candidate order", lambda: rewards(["0.5", "2", "1"]), [0.5, 2.0, 1.0]),
-        ("chosen = argmax", lambda: chosen(["0.5", "2", "1"]), 1),
-        ("negative rewards", lambda: chosen(["-2", "-0.5", "-1"]), 1),
-        ("ties go to the lowest index", lambda: chosen(["1", "3", "3", "2"]), 1),
-        ("all rewards equal", lambda: chosen(["0", "0", "0"]), 0),
-        ("one candidate (K = 1)", lambda: (rewards(["-1"]), chosen(["-1"])), ([-1.0], 0)),
+        ("rewards, in candidate order", rewards, env_inputs(["0.5", "2", "1"]), [0.5, 2.0, 1.0]),
+        ("chosen = argmax", chosen, env_inputs(["0.5", "2", "1"]), 1),
+        ("negative rewards", chosen, env_inputs(["-2", "-0.5", "-1"]), 1),
+        ("ties go to the lowest index", chosen, env_inputs(["1", "3", "3", "2"]), 1),
+        ("all rewards equal", chosen, env_inputs(["0", "0", "0"]), 0),
+        ("one candidate (K = 1)", rewards_and_chosen, env_inputs(["-1"]), ([-1.0], 0)),
         # env.turn = 0 turns played: this is turn 1
-        ("key at the first turn", lambda: step(["1", "2"])[1][0], (7, "planner", 1)),
+        ("key at the first turn", key, env_inputs(["1", "2"]), (7, "planner", 1)),
         # env.turn = 2 turns played: this is turn 3
-        ("key at a later turn", lambda: step(["1", "2"], turn=2, env_id=3, role="executor")[1][0],
+        ("key at a later turn", key, env_inputs(["1", "2"], turn=2, env_id=3, role="executor"),
          (3, "executor", 3)),
         # still its 2 turns: nothing was played on it
-        ("original env not acted on", lambda: original_after(["0.5", "2", "1"]),
+        ("original env not acted on", original_after, env_inputs(["0.5", "2", "1"], turn=2),
          (2, [("planner", "x"), ("planner", "x")])),
-        ("branch is a copy", lambda: branch_is(["0.5", "2", "1"]), "a copy of env"),
+        ("branch is a copy", branch_is, env_inputs(["0.5", "2", "1"]), "a copy of env"),
         # the chosen copy played one act, the best text "2", after the 2 turns it was copied with
-        ("branch is the chosen candidate's copy", lambda: branch_after(["0.5", "2", "1"]),
+        ("branch is the chosen candidate's copy",
+         branch_after, env_inputs(["0.5", "2", "1"], turn=2),
          (3, [("planner", "x"), ("planner", "x"), ("planner", "2")])),
     ]
 
@@ -315,33 +365,40 @@ def said(*turns):
             for i, text in enumerate(turns)]
 
 
-def ex6_cases(exact_match_reward):
-    def em(*turns, answers=("Paris",)):
-        return exact_match_reward(said(*turns), list(answers))
-
+def ex6_cases(em):
     return [
-        ("right answer", lambda: em("<reasoning>France.</reasoning>\n<answer>Paris</answer>"), 1.0),
-        ("wrong answer", lambda: em("<answer>Lyon</answer>"), 0.0),
+        ("right answer",
+         em, dict(completion=said("<reasoning>France.</reasoning>\n<answer>Paris</answer>"),
+                  answers=["Paris"]), 1.0),
+        ("wrong answer", em, dict(completion=said("<answer>Lyon</answer>"), answers=["Paris"]),
+         0.0),
         # "  paris \n" -> "paris";  "PARIS " -> "paris"
-        ("case and whitespace", lambda: em("<answer>  paris \n</answer>", answers=["PARIS "]), 1.0),
-        ("a substring is not exact", lambda: em("<answer>Paris, France</answer>"), 0.0),
-        ("several aliases", lambda: em("<answer>clinton</answer>",
-                                       answers=["Bill Clinton", "W. J. Clinton", "Clinton"]), 1.0),
-        ("no <answer> tag", lambda: em("<reasoning>It is Paris</reasoning>\nParis"), 0.0),
-        ("unclosed <answer> tag", lambda: em("<answer>Paris"), 0.0),
-        ("empty answer", lambda: em("<answer>   </answer>"), 0.0),
-        ("blank answer, blank alias", lambda: em("<answer></answer>", answers=["", "Paris"]), 0.0),
+        ("case and whitespace", em, dict(completion=said("<answer>  paris \n</answer>"),
+                                         answers=["PARIS "]), 1.0),
+        ("a substring is not exact", em, dict(completion=said("<answer>Paris, France</answer>"),
+                                              answers=["Paris"]), 0.0),
+        ("several aliases", em, dict(completion=said("<answer>clinton</answer>"),
+                                     answers=["Bill Clinton", "W. J. Clinton", "Clinton"]), 1.0),
+        ("no <answer> tag", em, dict(completion=said("<reasoning>It is Paris</reasoning>\nParis"),
+                                     answers=["Paris"]), 0.0),
+        ("unclosed <answer> tag", em, dict(completion=said("<answer>Paris"), answers=["Paris"]),
+         0.0),
+        ("empty answer", em, dict(completion=said("<answer>   </answer>"), answers=["Paris"]), 0.0),
+        ("blank answer, blank alias", em, dict(completion=said("<answer></answer>"),
+                                               answers=["", "Paris"]), 0.0),
         # the last turn has no answer: the answer of the earlier turn counts
         ("answer in an earlier turn",
-         lambda: em("<answer>Paris</answer>", "<result>ok</result>", "<reasoning>ok</reasoning>"), 1.0),
+         em, dict(completion=said("<answer>Paris</answer>", "<result>ok</result>",
+                                  "<reasoning>ok</reasoning>"), answers=["Paris"]), 1.0),
         # the last answer counts, not the first
         ("answer in the last turn",
-         lambda: em("<answer>Paris</answer>", "<result>no</result>", "<answer>Lyon</answer>"), 0.0),
+         em, dict(completion=said("<answer>Paris</answer>", "<result>no</result>",
+                                  "<answer>Lyon</answer>"), answers=["Paris"]), 0.0),
         # a tool result ("user") is not the model's answer
         ("answer only in a tool result",
-         lambda: em("<tool>{}</tool>", "<result><answer>Paris</answer></result>", "<reasoning>?</reasoning>"),
-         0.0),
-        ("no assistant turn", lambda: em(), 0.0),
+         em, dict(completion=said("<tool>{}</tool>", "<result><answer>Paris</answer></result>",
+                                  "<reasoning>?</reasoning>"), answers=["Paris"]), 0.0),
+        ("no assistant turn", em, dict(completion=said(), answers=["Paris"]), 0.0),
     ]
 
 
@@ -364,26 +421,34 @@ DOCS = [["cat", "sat", "mat"], ["dog", "sat"], ["cat", "cat", "dog", "ran"]]
 
 
 def ex7_cases(bm25_scores):
-    def bm25(query, docs=DOCS, **kw):
-        return list(bm25_scores(query, docs, **kw))
+    def bm25(query_terms, doc_terms, **k1_and_b):
+        return list(bm25_scores(query_terms, doc_terms, **k1_and_b))
 
     return [
-        ("one term, default k1 and b", lambda: bm25(["cat"]), [0.470004, 0.0, 0.606456]),
+        ("one term, default k1 and b", bm25, dict(query_terms=["cat"], doc_terms=DOCS),
+         [0.470004, 0.0, 0.606456]),
         # the scores of the two terms add up: doc 2 = 0.408699 + 0.852895
-        ("two terms", lambda: bm25(["dog", "ran"], k1=1.5, b=0.75), [0.0, 0.552945, 1.261594]),
+        ("two terms", bm25, dict(query_terms=["dog", "ran"], doc_terms=DOCS, k1=1.5, b=0.75),
+         [0.0, 0.552945, 1.261594]),
         # distinct terms: "cat" twice counts once -> cat + dog
-        ("repeated query term", lambda: bm25(["cat", "dog", "cat"], k1=1.5, b=0.75),
+        ("repeated query term",
+         bm25, dict(query_terms=["cat", "dog", "cat"], doc_terms=DOCS, k1=1.5, b=0.75),
          [0.470004, 0.552945, 1.015155]),
-        ("term in no document", lambda: bm25(["zebra"], k1=1.5, b=0.75), [0.0, 0.0, 0.0]),
-        ("empty query", lambda: bm25([], k1=1.5, b=0.75), [0.0, 0.0, 0.0]),
+        ("term in no document", bm25, dict(query_terms=["zebra"], doc_terms=DOCS, k1=1.5, b=0.75),
+         [0.0, 0.0, 0.0]),
+        ("empty query", bm25, dict(query_terms=[], doc_terms=DOCS, k1=1.5, b=0.75),
+         [0.0, 0.0, 0.0]),
         # b = 0: no length normalisation, cat in doc 2: 5 / (2 + 1.5) = 1.428571 -> * 0.470004
-        ("b = 0", lambda: bm25(["cat"], k1=1.5, b=0.0), [0.470004, 0.0, 0.671434]),
+        ("b = 0", bm25, dict(query_terms=["cat"], doc_terms=DOCS, k1=1.5, b=0.0),
+         [0.470004, 0.0, 0.671434]),
         # k1 1.2, b 0.5: length part 1.2 * (0.5 + 0.5 |d| / 3): |d| 3 -> 1.2, 4 -> 1.4
         # cat in doc 0: 2.2 / 2.2 = 1; in doc 2: 4.4 / 3.4 = 1.294118 -> * 0.470004
-        ("k1 = 1.2, b = 0.5", lambda: bm25(["cat"], k1=1.2, b=0.5), [0.470004, 0.0, 0.608240]),
+        ("k1 = 1.2, b = 0.5", bm25, dict(query_terms=["cat"], doc_terms=DOCS, k1=1.2, b=0.5),
+         [0.470004, 0.0, 0.608240]),
         # N = 2, avgdl = (2 + 0) / 2 = 1; idf(cat) = ln(1 + 1.5 / 1.5) = ln 2 = 0.693147;
         # length part 1.5 * (0.25 + 0.75 * 2) = 2.625; tf part 2.5 / 3.625 = 0.689655
-        ("an empty document", lambda: bm25(["cat"], [["cat", "dog"], []], k1=1.5, b=0.75),
+        ("an empty document",
+         bm25, dict(query_terms=["cat"], doc_terms=[["cat", "dog"], []], k1=1.5, b=0.75),
          [0.478033, 0.0]),
     ]
 
@@ -425,6 +490,7 @@ def show(x, limit=100):
         x = x.tolist()
     if isinstance(x, float):
         text = f"{x:.6g}"
+        text = text if any(c in text for c in ".en") else text + ".0"  # 4.0 stays a float
     elif isinstance(x, list):
         text = "[" + ", ".join(show(v, limit) for v in x) + "]"
     elif isinstance(x, tuple):
@@ -436,22 +502,31 @@ def show(x, limit=100):
 
 def run_check(n, *functions):
     """Run exercise n's cases on the given functions (two for exercise 4: k3_kl, grpo_loss).
-    Returns (passed, first_failure): first_failure is "" when all cases pass."""
-    for i, (name, run, expected) in enumerate(CASES[n](*functions)):
+    Returns (passed, failure): failure is "" when every case passes; otherwise the first failing
+    case as lines: its name, then its input, what was expected and what came back."""
+    for i, (name, run, inputs, expected) in enumerate(CASES[n](*functions)):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                got = run()
+                got = run(**inputs)
         except NotImplementedError as error:
             other = raised_in(error)
             if other and other != EXERCISES[n][1]:  # ex2 calling a still-stubbed ex1
                 return False, f"needs {other} first: it is not implemented yet"
             return False, "not implemented yet" if i == 0 else f"{name}: not implemented yet"
         except Exception as error:  # a bug in the function under test: report, do not crash
-            return False, f"{name}: raised {type(error).__name__}: {error}".replace("\n", " ")[:160]
+            raised = f"raised {type(error).__name__}: {error}".replace("\n", " ")[:160]
+            return False, failure(name, inputs, expected, raised)
         if not close(got, expected):
-            return False, f"{name}: expected {show(expected)}, got {show(got)}"
+            return False, failure(name, inputs, expected, show(got))
     return True, ""
+
+
+def failure(name, inputs, expected, got):
+    """The lines that report a failing case (lists of numbers went in as float64 tensors)."""
+    given = ", ".join(f"{key}={show(value, 300)}" for key, value in inputs.items())
+    return "\n".join([name, f"input:    {given}", f"expected: {show(expected)}",
+                      f"got:      {got}"])
 
 
 def raised_in(error):
@@ -470,7 +545,8 @@ def student_functions(n, folder):
     sys.path.insert(0, str(folder))
     for _, other, _ in EXERCISES.values():
         sys.modules.pop(Path(other).stem, None)
-    spec = importlib.util.spec_from_file_location(f"student_{Path(filename).stem}", folder / filename)
+    name = f"student_{Path(filename).stem}"
+    spec = importlib.util.spec_from_file_location(name, folder / filename)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     missing = [name for name in names if not hasattr(module, name)]
@@ -492,7 +568,18 @@ def check(n, solutions=False, folder=HERE):
         where = "the project's code" if solutions else EXERCISES[n][1]
         message = f"could not load {where}: {type(error).__name__}: {error}"
         return False, message.replace("\n", " ")[:160]
-    return run_check(n, *functions)
+    used = [] if solutions else exercises_used_by(n)
+    passed, failure = run_check(n, *functions)
+    for m in used:  # ex2 calling a wrong ex1: say so under ex2's failure
+        if not passed and "not implemented" not in failure and not check(m, folder=folder)[0]:
+            failure += f"\nnote: this calls your {EXERCISES[m][1]}, which fails exercise {m}"
+    return passed, failure
+
+
+def exercises_used_by(n):
+    """The other exercises whose ex*.py file exercise n's file imported (just loaded)."""
+    return [m for m, (_, filename, _) in EXERCISES.items()
+            if m != n and Path(filename).stem in sys.modules]
 
 
 def main(argv=None):
@@ -510,9 +597,12 @@ def main(argv=None):
     print(f" #  {'topic':<28} result")
     passed = 0
     for n in numbers:
-        ok, failure = check(n, args.solutions, args.dir)
+        ok, report = check(n, args.solutions, args.dir)
         passed += ok
-        print(f" {n}  {EXERCISES[n][0]:<28} {'passed' if ok else 'failed: ' + failure}")
+        first, *rest = report.split("\n")
+        print(f" {n}  {EXERCISES[n][0]:<28} {'passed' if ok else 'failed: ' + first}")
+        for line in rest:
+            print(f"{'':6}{line}")
     print(f"{passed}/{len(numbers)} passed")
     return 0 if passed == len(numbers) else 1
 

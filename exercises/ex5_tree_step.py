@@ -10,8 +10,10 @@ each other fairly. The episode then continues from the best candidate (greedy):
     key    = (e, a, t)                       t = env.turn + 1, the 1-based turn
     branch = copy_chosen                     the state every later turn starts from
 
-The original environment is never acted on: stepping it (a bug in the public code) would play a
-move that was never chosen.
+The original environment is never acted on: stepping it would play a move that was never chosen.
+(The public code mixes them up: PettingLLMs, pettingllms/trainer/multi_agents_execution_engine.py
+at commit a054fb1, acts on the original envs at line 750 while the prompts and rewards read the
+chosen branch's copies made at line 825; see docs/exercises.md.)
 
 Mirrors: atgrpo.tree_step.   Check your answer:  python exercises/check.py 5
 """

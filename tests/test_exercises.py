@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("exercise_check", ROOT / "exercises" / "check.py")
@@ -205,9 +206,37 @@ def test_every_exercise_has_a_wrong_answer():
     assert {n for n, _, _ in WRONG} == set(check.EXERCISES)
 
 
-def test_failure_is_one_line():
+def test_a_failure_shows_the_cases_input_what_was_expected_and_what_came_back():
     passed, failure = check.run_check(1, lambda r: r - r.mean(1, keepdim=True) / 0.0)
-    assert not passed and "\n" not in failure and failure.startswith("two samples: expected")
+    assert not passed and failure == ("two samples\n"
+                                      "input:    rewards=[[1.0, 3.0]]\n"
+                                      "expected: [[-0.707057, 0.707057]]\n"
+                                      "got:      [[-inf, -inf]]")
+
+
+def test_a_failing_loss_case_shows_every_argument_with_its_default():
+    def k3_kl(logp, ref_logp):
+        return torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+
+    passed, failure = check.run_check(4, k3_kl, lambda *arguments: torch.tensor(0.0))
+    assert not passed and failure.split("\n") == [
+        "ratio 1, beta 0",
+        "input:    logp=[[0.0, 0.0]], old_logp=0.0, ref_logp=0.0, adv=[[1.0, -0.5]], mask=[[1, 1]], "
+        "beta=0.0, eps_low=0.2, eps_high=0.2",
+        "expected: -0.25",
+        "got:      0.0"]
+
+
+def test_the_table_prints_a_failures_lines_under_its_row(tmp_path, capsys):
+    source = textwrap.dedent(RIGHT[5]).replace("(rewards[k], -k)", "(rewards[k], k)")
+    write_answers(tmp_path, {**RIGHT, 5: source})
+    assert check.main(["5", "--dir", str(tmp_path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2:6] == [
+        " 5  AT-GRPO tree step            failed: ties go to the lowest index",
+        "      input:    texts=['1', '3', '3', '2'], turn=0, env_id=7, role='planner'",
+        "      expected: 1",
+        "      got:      2"]
 
 
 def test_a_still_stubbed_exercise_that_another_one_needs_is_blamed(tmp_path):
@@ -219,10 +248,23 @@ def test_a_still_stubbed_exercise_that_another_one_needs_is_blamed(tmp_path):
     assert not passed and failure == "needs ex1_group_norm.py first: it is not implemented yet"
 
 
+def test_ex2_failing_through_a_wrong_ex1_says_so(tmp_path):
+    """ex2 is right but imports an ex1 with a biased std: ex2 fails, with a note naming ex1."""
+    wrong = textwrap.dedent(RIGHT[1]).replace("r.std(1, keepdim=True)",
+                                              "r.std(1, keepdim=True, unbiased=False)")
+    write_answers(tmp_path, {**RIGHT, 1: wrong})
+    passed, failure = check.check(2, folder=tmp_path)
+    assert not passed
+    assert failure.split("\n")[-1] == "note: this calls your ex1_group_norm.py, which fails exercise 1"
+    write_answers(tmp_path, RIGHT)
+    assert check.check(2, folder=tmp_path) == (True, "")
+
+
 def test_ex2_must_return_float64(tmp_path):
     source = textwrap.dedent(RIGHT[2]).replace("    K = turn_rewards.shape[2] + 1\n",
                                                "    K = turn_rewards.shape[2] + 1\n    turn_rewards, outcome_rewards = turn_rewards.float(), outcome_rewards.float()\n")
     source = source.replace("dtype=torch.float64", "dtype=torch.float32")
     write_answers(tmp_path, {**RIGHT, 2: source})
     passed, failure = check.run_check(2, *check.student_functions(2, tmp_path))
-    assert not passed and failure == "float64 out: expected 'torch.float64', got 'torch.float32'"
+    assert not passed and failure.split("\n")[0] == "float64 out"
+    assert failure.split("\n")[2:] == ["expected: 'torch.float64'", "got:      'torch.float32'"]
