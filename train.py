@@ -134,6 +134,8 @@ def update(models, ref, optimizers, samples, args):
     log, t0 = {"t_reference": time.time() - t0}, time.time()
     for _ in range(args.num_iterations):
         for name, model in models.items():
+            # runs a group's shared prompt once: the same loss and gradient as the plain per-row
+            # path, prompt_once=False (tests/test_loss.py::test_the_plain_path_and_the_shared_prompt_give_one_gradient)
             stats = policy_update(model, optimizers[name], routed(samples, name), args)
             log.update({(k if name == "policy" else f"{k}_{name}"): v for k, v in stats.items()})
     token_adv = torch.tensor([a for s in samples for a, m in zip(s.adv, s.mask) if m])
