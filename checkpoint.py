@@ -1,17 +1,57 @@
-"""Checkpoints of a run folder, so that `train.py --resume OUT` continues a run exactly, and the
-rollouts of every step, for show.py.
+"""The run folder: one writer at a time, checkpoints so that `train.py --resume OUT` continues a
+run exactly, and the rollouts of every step, for show.py.
+
+OUT/.lock is an OS file lock (fcntl; Linux and macOS) held by the process that writes the run;
+the kernel releases it when that process ends, even on a kill.
 
 OUT/checkpoint is one Hugging Face folder (a shared policy; `from_pretrained` loads it) or one
 subfolder per role (per-role policies), plus trainer_state.pt: the step, the optimizers, and the
 torch and data RNG states. It is written to checkpoint.tmp and then renamed, so a crash while
 saving leaves the previous checkpoint whole; a resume falls back to that previous checkpoint
-when the newer one is missing or unreadable.
+when the newer one is missing or unreadable. trainer_state.pt is read with weights_only=True:
+tensors and plain types only, so a state file from someone else cannot run code.
 """
 import json
 import os
 import shutil
+import socket
+import time
 
 import torch
+
+try:
+    import fcntl
+except ImportError:  # Windows: no fcntl, so runs there are not locked
+    fcntl = None
+
+HELD = {}  # run folder -> its open lock file, held until this process ends
+
+
+# ---------------------------------------------------------------- one writer per run folder
+def claim(out):
+    """Take OUT's lock for this process, or stop with one line naming the process that holds it
+    (a second train.py on the same --out, or a --resume of a run that is still training)."""
+    key = os.path.realpath(out)
+    if key in HELD or fcntl is None:
+        return
+    try:
+        os.makedirs(out, exist_ok=True)
+        f = open(os.path.join(out, ".lock"), "a+")
+    except OSError as e:
+        raise SystemExit(f"cannot write to the run folder {out}: {e.strerror}; choose another --out")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise SystemExit(f"{out} is in use by {holder}: wait for that run to end or stop it; "
+                         "two processes writing one run would mix their logs and checkpoints")
+    f.seek(0)
+    f.truncate()
+    f.write(f"train.py (pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M')})")
+    f.flush()
+    HELD[key] = f
 
 
 def save_args(args, out):
@@ -22,19 +62,38 @@ def save_args(args, out):
     os.replace(os.path.join(out, "args.json.tmp"), os.path.join(out, "args.json"))
 
 
+def start_over(out):
+    """Delete what an earlier run left in OUT (its log, rollouts and checkpoints): a new run
+    must not mix its lines or rollouts with another's. config.check_out allows it only with
+    --overwrite."""
+    for name in ("log.jsonl", "rollouts", "checkpoint", "checkpoint.old", "checkpoint.tmp"):
+        path = os.path.join(out, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
 def save_checkpoint(models, tok, optimizers, step, rng, out):
     """Write OUT/checkpoint atomically (see the module docstring). The previous checkpoint is
     kept as checkpoint.old until the new one is in place; what a crash left of an older
     checkpoint.old (even half deleted) is removed first."""
     final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
     shutil.rmtree(tmp, ignore_errors=True)
-    for name, model in models.items():
-        folder = tmp if name == "policy" else os.path.join(tmp, name)
-        model.save_pretrained(folder)
-        tok.save_pretrained(folder)
-    torch.save({"step": step, "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
-                "torch_rng": torch.get_rng_state(), "data_rng": rng.getstate()},
-               os.path.join(tmp, "trainer_state.pt"))
+    try:
+        for name, model in models.items():
+            folder = tmp if name == "policy" else os.path.join(tmp, name)
+            model.save_pretrained(folder)
+            tok.save_pretrained(folder)
+        torch.save({"step": step, "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
+                    "torch_rng": torch.get_rng_state(), "data_rng": rng.getstate()},
+                   os.path.join(tmp, "trainer_state.pt"))
+    except Exception as e:  # disk full, read-only, file too large: torch raises RuntimeError for these
+        shutil.rmtree(tmp, ignore_errors=True)
+        free = shutil.disk_usage(out).free / 1e9
+        raise SystemExit(f"could not save the checkpoint of step {step} in {out}: {str(e).splitlines()[0]} "
+                         f"({free:.1f} GB free there). The previous checkpoint is kept: make room, then "
+                         f"python train.py --resume {out}") from None
     if os.path.exists(final):
         shutil.rmtree(old, ignore_errors=True)
         os.replace(final, old)
@@ -51,7 +110,8 @@ def load_checkpoint(out, load):
         if not os.path.exists(os.path.join(folder, "trainer_state.pt")):
             continue
         try:
-            state = torch.load(os.path.join(folder, "trainer_state.pt"), weights_only=False)
+            state = torch.load(os.path.join(folder, "trainer_state.pt"), weights_only=True)
+            check_state(state)
             models, tok = load(folder)
         except (Exception, SystemExit) as e:  # unreadable: try the previous checkpoint
             problems.append(f"{folder}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
@@ -63,12 +123,24 @@ def load_checkpoint(out, load):
                      + (f" ({'; '.join(problems)})" if problems else " yet (the first save is at step --save-every)"))
 
 
+def check_state(state):
+    """trainer_state.pt holds what save_checkpoint writes, or ValueError says what is wrong."""
+    if not isinstance(state, dict) or not {"step", "optimizers", "torch_rng", "data_rng"} <= set(state):
+        raise ValueError("trainer_state.pt lacks step, optimizers, torch_rng or data_rng")
+    if not isinstance(state["step"], int) or not isinstance(state["optimizers"], dict):
+        raise ValueError("trainer_state.pt: step must be an int and optimizers a dict")
+
+
 def restore(state, optimizers, rng):
     """Load the optimizer and RNG states saved with a checkpoint; returns its step."""
-    for name, optimizer in optimizers.items():
-        optimizer.load_state_dict(state["optimizers"][name])
-    torch.set_rng_state(state["torch_rng"])
-    rng.setstate(state["data_rng"])
+    try:
+        for name, optimizer in optimizers.items():
+            optimizer.load_state_dict(state["optimizers"][name])
+        torch.set_rng_state(state["torch_rng"])
+        rng.setstate(state["data_rng"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise SystemExit(f"the checkpoint's trainer_state.pt does not fit this run ({type(e).__name__}: "
+                         f"{e}); resume with the run's own settings, or start a new run") from None
     return state["step"]
 
 

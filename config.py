@@ -70,6 +70,7 @@ class Args:
     bf16: bool = flag(True, "bf16 autocast where the hardware supports it")
     out: str = flag("runs/mt", "run folder: args.json, log.jsonl, rollouts/, checkpoint/")
     resume: str = flag("", "run folder to continue from its last checkpoint")
+    overwrite: bool = flag(False, "start over in a --out that holds a run (its log, rollouts and checkpoints are deleted)")
 
 
 # (flag, check, what it must be): checked on every run, also with --resume
@@ -112,25 +113,60 @@ SOKOBAN_DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_com
                     "eval_every": 10, "save_every": 10}
 
 
+def yes_no(text):
+    """A bool flag's value: --one-shot false, --overwrite (alone: true)."""
+    if text.lower() not in ("true", "false", "yes", "no", "1", "0"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return text.lower() in ("true", "yes", "1")
+
+
+def saved_args(path):
+    """A run's args.json, checked like the command line: a JSON object with every flag of Args
+    and no other key, each value of its flag's type. A saved run is data: "false" is not False,
+    and a missing key would silently fall back to a default (other questions, another model)."""
+    try:
+        saved = json.load(open(path, encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SystemExit(f"{path} is not readable JSON ({str(e).splitlines()[0]}); restore it or start a new run")
+    kinds = {f.name: f.type for f in dataclasses.fields(Args)}
+    if not isinstance(saved, dict):
+        raise SystemExit(f"{path} must hold a JSON object of flags, not a {type(saved).__name__}")
+    for key, value in saved.items():
+        kind = kinds.get(key)
+        if kind is None:
+            raise SystemExit(f"{path}: unknown key {key!r}; remove it, or start a new run")
+        fits = (isinstance(value, (int, float)) if kind is float else isinstance(value, kind)) and (
+            kind is bool or not isinstance(value, bool))
+        if not fits:
+            raise SystemExit(f"{path}: {key} is {value!r}, not a {kind.__name__}; fix it, or start a new run")
+    missing = [k for k in kinds if k not in saved and k != "overwrite"]  # runs from before --overwrite
+    if missing:
+        raise SystemExit(f"{path} lacks {', '.join(missing)}: resuming would use the defaults instead; "
+                         "add them (python train.py -h shows the defaults) or start a new run")
+    return saved
+
+
 def parse_args(argv=None):
     """Flags from Args (dashes for underscores). With --resume, the saved args are the defaults
     and only flags given explicitly override them."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     for f in dataclasses.fields(Args):
-        kind = (lambda s: s.lower() in ("1", "true", "yes")) if f.type is bool else f.type
+        kind, bare = (yes_no, {"nargs": "?", "const": True}) if f.type is bool else (f.type, {})
         sokoban = f"; sokoban: {SOKOBAN_DEFAULTS[f.name]!r}" if f.name in SOKOBAN_DEFAULTS else ""
-        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=argparse.SUPPRESS,
+        p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=argparse.SUPPRESS, **bare,
                        help=f"{f.metadata['help']} (default: {f.default!r}{sokoban})")
     given, saved = vars(p.parse_args(argv)), {}
     if given.get("resume"):
         path = os.path.join(given["resume"], "args.json")
         if not os.path.exists(path):
             p.error(f"--resume {given['resume']}: no args.json there; give the run folder (--out) of an earlier run")
-        saved = json.load(open(path))
+        saved = saved_args(path)
     env = given.get("env", saved.get("env", Args.env))
     args = Args(**{**(SOKOBAN_DEFAULTS if env == "sokoban" else {}), **saved, **given})
     if args.resume:
-        args.out = args.resume
+        if given.get("overwrite"):
+            p.error("--resume continues a run and --overwrite starts one over: give one of them")
+        args.out, args.overwrite = args.resume, False
     if args.env not in ALGOS:
         p.error(f"--env must be search or sokoban, not {args.env!r}")
     args.algo = ALGOS[args.env][0] if args.algo == "auto" else args.algo
@@ -155,12 +191,22 @@ def parse_args(argv=None):
     return args
 
 
+RUN_FILES = {"log.jsonl": "file", "rollouts": "folder", "checkpoint": "folder", "checkpoint.old": "folder"}
+
+
 def check_out(args):
-    """The run folder can take this run: not a file, and no checkpoint there unless resuming."""
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise SystemExit(f"--out {args.out} is a file; give a folder for the run")
-    if not args.resume and any(os.path.exists(os.path.join(args.out, c)) for c in ("checkpoint", "checkpoint.old")):
-        raise SystemExit(f"--out {args.out} holds a run with a checkpoint: continue it with --resume {args.out}, "
-                         "or delete that folder or choose another --out to start over")
-
-
+    """The run folder can take this run: a folder (or nothing yet) whose run files are of their
+    kind, and no earlier run there (a log, rollouts or a checkpoint) unless --resume or --overwrite."""
+    out = args.out
+    if not out.strip():
+        raise SystemExit("--out is empty; give a folder for the run, such as runs/mt")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise SystemExit(f"--out {out} is a file; give a folder for the run")
+    for name, kind in RUN_FILES.items():
+        path = os.path.join(out, name)
+        if os.path.exists(path) and os.path.isdir(path) != (kind == "folder"):
+            raise SystemExit(f"{path} should be a {kind} of the run; move it away or choose another --out")
+    earlier = [n for n in RUN_FILES if os.path.exists(os.path.join(out, n))]
+    if earlier and not args.resume and not args.overwrite:
+        raise SystemExit(f"--out {out} holds a run ({', '.join(earlier)}): continue it with --resume {out}, "
+                         "start over with --overwrite (deletes them), or choose another --out")

@@ -13,12 +13,12 @@ The episode follows the paper's protocol (generation of a turn stops at STOP_STR
 Read top to bottom: the prompt and the worked example, parse_tool_call, format_result, SearchEnv.
 """
 import json
-import re
 
 import retrieval
 
 TOOL_NAME = "wiki_search"
 STOP_STRINGS = ["</tool>", "</answer>"]
+MAX_TITLE_WORDS = 20  # a title is cut like a text: a document cannot flood the context
 
 
 # ---------------------------------------------------------------- the episode
@@ -50,7 +50,6 @@ ONE_SHOT_EXAMPLE = [
 NO_ACTION = ("Error: no tool call or answer found. Call the tool with <tool>{\"name\": "
              "\"wiki_search\", \"args\": {\"query\": \"...\"}}</tool> or give your final answer "
              "inside <answer>...</answer> tags.")
-ANSWER_PATTERN = re.compile(r"<answer>.*?</answer>", re.DOTALL)
 
 
 class ToolCallError(ValueError):
@@ -82,10 +81,22 @@ def parse_tool_call(turn_text):
     return query.strip()
 
 
+def has_answer(turn_text):
+    """True when the turn holds <answer>...</answer> (two find() calls: linear time, where the
+    regex <answer>.*?</answer> is quadratic on "<answer>" * n)."""
+    start = turn_text.find("<answer>")
+    return start >= 0 and turn_text.find("</answer>", start + len("<answer>")) >= 0
+
+
+def hit_lines(hits, max_words=120):
+    """What the model reads of the hits: "Title: text" per hit, both cut to a number of words."""
+    return "\n\n".join(f"{retrieval.truncate_words(h['title'], MAX_TITLE_WORDS)}: "
+                         f"{retrieval.truncate_words(h['text'], max_words)}" for h in hits)
+
+
 def format_result(hits, max_words=120):
-    """The observation of a successful search: "Title: text" per hit inside <result> tags."""
-    lines = [f"{h['title']}: {retrieval.truncate_words(h['text'], max_words)}" for h in hits]
-    return "<result>\n" + ("\n\n".join(lines) or "No results found.") + "\n</result>"
+    """The observation of a successful search: the hit lines inside <result> tags."""
+    return "<result>\n" + (hit_lines(hits, max_words) or "No results found.") + "\n</result>"
 
 
 class SearchEnv:
@@ -93,7 +104,9 @@ class SearchEnv:
     .search(query, k) -> [{"title", "text", "score"}]); cheap to create.
 
     messages   the prompt: [system (SYSTEM_PROMPT), ONE_SHOT_EXAMPLE turns if one_shot, user question]
-    completion the messages after the prompt: assistant turns and "user" observations
+    completion the messages after the prompt: assistant turns and "user" observations; the
+               observation of a search that ran also holds "tool_results", the hit lines the
+               model reads (rewards.py decides tool success from that, never from the text)
     done       True after an <answer>...</answer> or after max_turns model turns"""
 
     def __init__(self, question, answers, retriever, max_turns=2, k=1, max_words=120,
@@ -115,16 +128,17 @@ class SearchEnv:
             raise RuntimeError("step() called on a finished episode")
         self.completion.append({"role": "assistant", "content": turn_text})
         self.turns += 1
-        if ANSWER_PATTERN.search(turn_text) or self.turns >= self.max_turns:
+        if has_answer(turn_text) or self.turns >= self.max_turns:
             self.done = True
             return None
-        observation = self._run_tool(turn_text) if "<tool>" in turn_text else NO_ACTION
-        self.completion.append({"role": "user", "content": observation})
-        return observation
+        message = self._run_tool(turn_text) if "<tool>" in turn_text else {"content": NO_ACTION}
+        self.completion.append({"role": "user", **message})
+        return message["content"]
 
     def _run_tool(self, turn_text):
+        """The observation message of a tool call: an error, or the hits with tool_results."""
         try:
             hits = self.retriever.search(parse_tool_call(turn_text), self.k)
         except (ToolCallError, retrieval.RetrieverError) as e:
-            return f"Error: {e}"
-        return format_result(hits, self.max_words)
+            return {"content": f"Error: {e}"}
+        return {"content": format_result(hits, self.max_words), "tool_results": hit_lines(hits, self.max_words)}

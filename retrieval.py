@@ -176,7 +176,10 @@ class RemoteRetriever:
              "score" is then None.
 
     A search gets timeout seconds in all, connecting and reading included: a server that
-    trickles its answer is cut off then (a socket timeout alone bounds each read, not the sum)."""
+    trickles its answer is cut off then (a socket timeout alone bounds each read, not the sum).
+    An answer longer than MAX_RESPONSE bytes is refused (a few hits are kilobytes)."""
+
+    MAX_RESPONSE = 8 * 2 ** 20
 
     def __init__(self, url, timeout=10, max_words=120):
         check_at_least_one(max_words=max_words)
@@ -215,7 +218,7 @@ class RemoteRetriever:
             target = self.parts._replace(scheme="", netloc="").geturl()
             connection.request("POST", target, body, {"Content-Type": "application/json"})
             response = connection.getresponse()
-            data = response.read()
+            data = self._read(response, deadline)
         except (OSError, http.client.HTTPException) as e:
             raise self._error(self._failure(e, deadline)) from None
         finally:
@@ -225,6 +228,18 @@ class RemoteRetriever:
         if response.status != 200:
             raise self._error(f"answered HTTP {response.status} {response.reason}")
         return data
+
+    def _read(self, response, deadline):
+        """The response body, read in pieces so that neither its size nor an endless chunked
+        stream can outlast the deadline or fill the memory."""
+        data = bytearray()
+        while piece := response.read(65536):
+            data += piece
+            if len(data) > self.MAX_RESPONSE:
+                raise self._error(f"sent more than {self.MAX_RESPONSE // 2 ** 20} MB; a search answer is a few kB")
+            if time.monotonic() >= deadline:
+                raise TimeoutError
+        return bytes(data)
 
     def _failure(self, error, deadline):
         """What went wrong in _post, as the end of a sentence."""

@@ -45,20 +45,21 @@ def assistant_turns(completion):
 
 
 def tool_exchanges(completion):
-    """(turn, observation) for every assistant turn that attempts a tool call and is followed by
-    an observation. An attempt is a turn containing "<tool>": the source counts only complete
-    <tool>...</tool> pairs, we also count an unclosed tag (a generation cut off by the token
-    limit), which SearchEnv answers with an "Error: ..." observation."""
-    return [(turn["content"], reply["content"])
+    """(turn, observation message) for every assistant turn that attempts a tool call and is
+    followed by an observation. An attempt is a turn containing "<tool>": the source counts only
+    complete <tool>...</tool> pairs, we also count an unclosed tag (a generation cut off by the
+    token limit), which SearchEnv answers with an "Error: ..." observation."""
+    return [(turn["content"], reply)
             for turn, reply in zip(completion, completion[1:])
             if turn["role"] == "assistant" and "<tool>" in turn["content"]
             and reply["role"] == "user"]
 
 
-def is_successful(observation):
-    """A tool call succeeded when its observation holds a <result> not starting with "Error:"."""
-    result = tag_content(observation, "result")
-    return result is not None and not result.startswith("Error:")
+def tool_results(observation):
+    """The hit lines of a search that ran, as SearchEnv recorded them, or None for a failed call.
+    The source parses the observation text instead (a <result> not starting with "Error:"), which
+    a tool name echoed in an error or a document titled "Error" can forge (docs/search.md)."""
+    return observation.get("tool_results")
 
 
 def final_answer(completion):
@@ -85,7 +86,7 @@ def tool_execution_reward(completion):
     exchanges = tool_exchanges(completion)
     if not exchanges:
         return 0.0
-    return 0.2 * sum(is_successful(obs) for _, obs in exchanges) / len(exchanges)
+    return 0.2 * sum(tool_results(obs) is not None for _, obs in exchanges) / len(exchanges)
 
 
 def answer_in_results_reward(completion, answers):
@@ -93,9 +94,8 @@ def answer_in_results_reward(completion, answers):
     else 0.0. The first tool result is the observation of the first attempted call; an error
     there gives 0. Source: TrivialQAToolRubric.exist_answer_in_search_results."""
     exchanges = tool_exchanges(completion)
-    if not exchanges or not is_successful(exchanges[0][1]):
-        return 0.0
-    return 0.5 if contains_alias(tag_content(exchanges[0][1], "result"), answers) else 0.0
+    results = tool_results(exchanges[0][1]) if exchanges else None
+    return 0.5 if results is not None and contains_alias(results, answers) else 0.0
 
 
 # ---------------------------------------------------------------- outcome rewards

@@ -171,6 +171,20 @@ TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate"
 def main(argv=None):
     args = parse_args(argv)  # every flag is checked, then the data and models are loaded,
     check_out(args)  # and only then is anything written to the run folder
+    if os.path.isdir(args.out):
+        checkpoint.claim(args.out)  # a live run in that folder refuses here, before the model loads
+    try:
+        return train(args)
+    except KeyboardInterrupt:
+        saved = os.path.exists(os.path.join(args.out, "checkpoint"))
+        raise SystemExit("\nstopped (Ctrl-C). " + (f"Continue from the last checkpoint: python train.py --resume {args.out}"
+                         if saved else "No checkpoint yet: start again with --overwrite")) from None
+    except OSError as e:  # a write failed: disk full, read-only, file too large
+        raise SystemExit(f"could not write {e.filename or args.out}: {e.strerror or e}; make room or fix "
+                         f"permissions, then continue with python train.py --resume {args.out}") from None
+
+
+def train(args):
     device = pick_device(args.device)
     print(precision_line(device, args.bf16) + "\n" + json.dumps(dataclasses.asdict(args), indent=1))
     data, pool, test = load_task(args)
@@ -189,14 +203,15 @@ def main(argv=None):
                   for n, m in models.items()}
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers
     log_path = os.path.join(args.out, "log.jsonl")
-    os.makedirs(args.out, exist_ok=True)
+    checkpoint.claim(args.out)  # the first write: this process is the run's only writer from here on
+    check_out(args)  # again: a run may have finished in that folder while this one loaded
     checkpoint.save_args(dataclasses.asdict(args), args.out)
     if ckpt:
         start = checkpoint.restore(state, optimizers, rng)
         history = checkpoint.truncate_log(log_path, start)  # the whole run's lines, for the summary
         print(f"resumed from {ckpt} at step {start}")
-    elif os.path.exists(log_path):
-        os.remove(log_path)
+    else:
+        checkpoint.start_over(args.out)  # --overwrite: the earlier run's log, rollouts, checkpoints
 
     def write(line):
         history.append(line)

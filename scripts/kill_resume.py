@@ -115,7 +115,7 @@ def main():
             print(f"kill {kills}: {what}; left: " + ", ".join(n for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old")
                                                             if os.path.exists(os.path.join(killed, n))), flush=True)
             has_ckpt = any(os.path.exists(os.path.join(killed, c, "trainer_state.pt")) for c in ("checkpoint", "checkpoint.old"))
-            argv = ["--resume", killed] if has_ckpt else flags(model, args.steps) + ["--out", killed]
+            argv = ["--resume", killed] if has_ckpt else flags(model, args.steps) + ["--out", killed, "--overwrite"]
             resumes += has_ckpt
         same_log = log_lines(killed) == log_lines(full)
         a, b = weights(full), weights(killed)

@@ -98,7 +98,7 @@ def make_run(tmp_path, args=None, checkpoint_folder=False):
 def test_nothing_is_written_when_the_model_cannot_load(tmp_path):
     run = make_run(tmp_path)
     with pytest.raises(SystemExit, match="not a model"):
-        train.main(["--out", str(run), "--model", str(tmp_path)])
+        train.main(["--out", str(run), "--overwrite", "--model", str(tmp_path)])
     assert json.loads((run / "args.json").read_text()) == {"batch_size": 2}
     assert (run / "log.jsonl").read_text() == '{"step": 0}\n'
 
@@ -160,3 +160,129 @@ def test_a_dead_retrieval_server_stops_the_run_before_it_starts(tmp_path):
     with pytest.raises(SystemExit, match="start the retrieval server or drop --retriever-url"):
         train.main(["--retriever-url", "http://127.0.0.1:9", "--out", str(tmp_path / "o")])
     assert not os.path.exists(tmp_path / "o")
+
+
+# ---------------------------------------------------------------- one writer, files as data
+HOLD = ("import sys, time, checkpoint; checkpoint.claim(sys.argv[1]); print('held', flush=True); "
+        "time.sleep(60)")
+
+
+def test_a_run_folder_has_one_writer_and_a_dead_writer_holds_nothing(tmp_path):
+    import subprocess
+    import sys
+    run = make_run(tmp_path, dict(vars(train.parse_args([]))))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for argv in (["--resume", str(run)], ["--out", str(run), "--overwrite"]):
+            with pytest.raises(SystemExit, match=rf"is in use by train.py \(pid {holder.pid} on "):
+                train.main(argv)
+        assert (run / "log.jsonl").read_text() == '{"step": 0}\n'
+    finally:
+        holder.kill()
+        holder.wait()
+    checkpoint.claim(str(run))  # the kernel released the killed holder's lock
+    assert f"pid {os.getpid()} " in (run / ".lock").read_text()
+
+
+def test_a_pickle_in_the_trainer_state_runs_nothing(saved, tmp_path):
+    out = saved[0]
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    torch.save({"step": 4, "optimizers": {}, "torch_rng": Payload(), "data_rng": None},
+               os.path.join(out, "checkpoint", "trainer_state.pt"))
+    with pytest.raises(SystemExit, match="no readable checkpoint"):
+        load(out)
+    assert not marker.exists()
+
+
+def test_a_checkpoint_state_of_the_wrong_shape_is_skipped(saved):
+    out = saved[0]
+    torch.save({"step": "4"}, os.path.join(out, "checkpoint", "trainer_state.pt"))
+    with pytest.raises(SystemExit, match="lacks step, optimizers"):
+        load(out)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda a: {**a, "one_shot": "false"}, "one_shot is 'false', not a bool"),
+    (lambda a: {**a, "batch_size": 2.5}, "batch_size is 2.5, not a int"),
+    (lambda a: {**a, "steps": True}, "steps is True, not a int"),
+    (lambda a: {**a, "colour": "red"}, "unknown key 'colour'"),
+    (lambda a: {k: v for k, v in a.items() if k not in ("train_questions", "test_questions")},
+     "lacks train_questions, test_questions"),
+    (lambda a: [a], "must hold a JSON object of flags, not a list"),
+])
+def test_args_json_is_checked_like_the_command_line_on_resume(tmp_path, edit, message):
+    run = make_run(tmp_path, edit(dict(vars(train.parse_args([])))))
+    before = (run / "args.json").read_text()
+    with pytest.raises(SystemExit, match=message):
+        train.main(["--resume", str(run)])
+    assert (run / "args.json").read_text() == before
+
+
+@pytest.mark.parametrize("text", ["", "{", "\xff"])
+def test_unreadable_args_json_is_one_line(tmp_path, text):
+    run = make_run(tmp_path)
+    (run / "args.json").write_bytes(text.encode("latin-1"))
+    with pytest.raises(SystemExit, match="is not readable JSON"):
+        train.parse_args(["--resume", str(run)])
+
+
+def test_a_run_without_a_checkpoint_is_not_overwritten_and_overwrite_clears_it(tmp_path):
+    run = make_run(tmp_path)  # a finished run whose checkpoint was deleted to save disk
+    os.makedirs(run / "rollouts")
+    (run / "rollouts" / "step_1.jsonl").write_text("{}\n")
+    with pytest.raises(SystemExit, match=r"holds a run \(log.jsonl, rollouts\): continue it with --resume"):
+        train.main(["--out", str(run), "--model", "/not/a/model"])
+    assert (run / "log.jsonl").read_text() == '{"step": 0}\n'
+    checkpoint.start_over(str(run))
+    assert sorted(os.listdir(run)) == ["args.json"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", ""], "--out is empty"),
+    (["--out", "{run}", "--overwrite"], "rollouts should be a folder of the run"),
+    (["--resume", "{run}", "--overwrite"], "give one of them"),
+])
+def test_run_folder_mistakes_are_refused_before_the_model_loads(tmp_path, argv, message, capsys):
+    run = make_run(tmp_path, dict(vars(train.parse_args([]))))
+    (run / "rollouts").write_text("not a folder")
+    with pytest.raises(SystemExit) as stop:
+        train.main([a.format(run=run) for a in argv] + ["--model", "/not/a/model"])
+    assert message in str(stop.value) + capsys.readouterr().err
+
+
+def test_a_failed_save_is_one_line_and_keeps_the_previous_checkpoint(saved, monkeypatch):
+    out, model, tok, opt = saved
+
+    def full_disk(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:783] . PytorchStreamWriter failed "
+                           "writing file data/3: file write failed\nmore lines")
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(SystemExit, match=r"could not save the checkpoint of step 6 .* file write failed "
+                                         r"\(.* GB free there\)\. The previous checkpoint is kept") as stop:
+        checkpoint.save_checkpoint({"policy": model}, tok, opt, 6, random.Random(6), out)
+    assert "\n" not in str(stop.value) and f"--resume {out}" in str(stop.value)
+    assert load(out)[3]["step"] == 4 and not os.path.exists(os.path.join(out, "checkpoint.tmp"))
+
+
+@pytest.mark.parametrize("error, message", [
+    (KeyboardInterrupt(), "stopped (Ctrl-C). Continue from the last checkpoint: python train.py --resume"),
+    (OSError(28, "No space left on device", "runs/x/log.jsonl"),
+     "could not write runs/x/log.jsonl: No space left on device; make room"),
+])
+def test_ctrl_c_and_a_failed_write_end_in_one_line(tmp_path, monkeypatch, error, message):
+    run = tmp_path / "run"
+    os.makedirs(run / "checkpoint")
+
+    def interrupted(args):
+        raise error
+    monkeypatch.setattr(train, "train", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        train.main(["--out", str(run), "--overwrite"])
+    assert message in str(stop.value) and str(stop.value).strip().count("\n") == 0

@@ -1,6 +1,7 @@
 """env_search.py: the prompt and the worked example, tool calls good and malformed, the episode's
 observations and turn limit. The search tool: test_retrieval.py; questions: test_questions.py."""
 import random
+import time
 
 import pytest
 from conftest import CALL, garbled_text
@@ -26,7 +27,8 @@ def test_prompt_messages_and_one_shot(capitals):
     assert es.parse_tool_call(example[1]["content"]) == "large shield volcano on Mars"
     assert example[2]["content"].startswith("<result>\nOlympus Mons: ")
     assert "<answer>Olympus Mons</answer>" in example[3]["content"]
-    completion = example[1:]  # the example as the completion of its own question
+    hits = example[2]["content"].removeprefix("<result>\n").removesuffix("\n</result>")
+    completion = [example[1], {**example[2], "tool_results": hits}, example[3]]  # as SearchEnv records it
     assert rewards.xml_format_reward(completion) == pytest.approx(0.2)  # the maximum
     assert rewards.reward_components(completion, ["Olympus Mons"]) == pytest.approx(
         {"tool_execution": 0.2, "answer_in_results": 0.5, "answer_presence": 0.5,
@@ -38,7 +40,8 @@ def test_valid_call_then_answer(capitals):
     env = es.SearchEnv("Which city is the capital of France?", ["Paris"], capitals)
     observation = env.step(CALL % "capital of France")
     assert observation == "<result>\nParis: Paris is the capital and largest city of France.\n</result>"
-    assert not env.done and env.completion[-1] == {"role": "user", "content": observation}
+    assert not env.done and env.completion[-1] == {"role": "user", "content": observation, "tool_results":
+                                                   "Paris: Paris is the capital and largest city of France."}
     assert env.step("<reasoning>It says Paris.</reasoning>\n<answer>Paris</answer>") is None
     assert env.done and [m["role"] for m in env.completion] == ["assistant", "user", "assistant"]
     got = rewards.reward_components(env.completion, env.answers)
@@ -71,7 +74,7 @@ def test_invalid_calls_give_error_observations(capitals, turn, problem):
     observation = env.step(turn)
     assert observation.startswith("Error: ") and problem in observation and not env.done
     assert rewards.tool_execution_reward(env.completion) == 0.0
-    assert rewards.tool_exchanges(env.completion) == [(turn, observation)]  # still an attempt
+    assert rewards.tool_exchanges(env.completion) == [(turn, {"role": "user", "content": observation})]
 
 
 def test_no_action_answer_and_turn_limit(capitals):
@@ -121,3 +124,14 @@ def test_a_search_with_no_hits_is_a_successful_tool_call_as_in_the_reference(cap
     env = es.SearchEnv("Q", ["A"], capitals)
     assert env.step(CALL % "zzz") == "<result>\nNo results found.\n</result>"
     assert rewards.tool_execution_reward(env.completion) == 0.2
+
+
+def test_a_huge_title_is_cut_and_an_unclosed_answer_takes_linear_time():
+    class Huge:
+        def search(self, query, k=1):
+            return [{"title": "T " * 2_000_000, "text": "x", "score": 1.0}]
+    observation = es.SearchEnv("Q", ["A"], Huge()).step(CALL % "x")
+    assert observation == "<result>\n" + "T " * (es.MAX_TITLE_WORDS - 1) + "T…: x\n</result>"
+    env, t0 = es.SearchEnv("Q", ["A"], Huge(), max_turns=3), time.perf_counter()
+    env.step("<answer>" * 20000)
+    assert time.perf_counter() - t0 < 1.0 and not env.done  # the regex took ~10 s

@@ -224,7 +224,7 @@ def test_resume_on_qwen_equals_an_uninterrupted_run(tmp_path, qwen_base_dir, mon
             raise KeyboardInterrupt
         real_save(models, tok, opts, step, rng, out)
     monkeypatch.setattr(checkpoint, "save_checkpoint", crash_at_2)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SystemExit, match="stopped \\(Ctrl-C\\)"):
         train.main(run_flags(tmp_path, qwen_base_dir, "cut", "--steps", "2"))
     monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
     train.main(["--resume", str(tmp_path / "cut")])

@@ -145,8 +145,8 @@ def test_corpus_loader_accepts_a_bom_and_names_the_line_that_is_not_utf8(tmp_pat
 
 class StubHandler(http.server.BaseHTTPRequestHandler):
     """/ok, /noscores, /fail (HTTP 500), /slow (sleeps), /garbage, /shape, /nan and /inf (scores),
-    /trickle (a valid response, one byte every 0.05 s), /trickle-head (the status line trickled);
-    records requests."""
+    /trickle (a valid response, one byte every 0.05 s), /trickle-head (the status line trickled),
+    /endless (a chunked body that never ends), /huge (a 100 MB body); records requests."""
     requests = []
 
     def do_POST(self):
@@ -164,6 +164,8 @@ class StubHandler(http.server.BaseHTTPRequestHandler):
         try:
             if mode.startswith("trickle"):
                 return self.trickle(head=mode == "trickle-head")
+            if mode in ("endless", "huge"):
+                return self.flood(chunked=mode == "endless")
             if mode == "slow":
                 time.sleep(0.6)
             self.send_response(500 if mode == "fail" else 200)
@@ -182,6 +184,14 @@ class StubHandler(http.server.BaseHTTPRequestHandler):
         for byte in (header + body if head else body):
             time.sleep(0.05)
             self.wfile.write(bytes([byte]))
+
+    def flood(self, chunked):
+        """64 kB pieces as fast as the client reads them: forever (chunked) or 100 MB."""
+        piece = b" " * 65536
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n" + (b"Transfer-Encoding: chunked\r\n\r\n" if chunked else
+                                                    b"Content-Length: %d\r\n\r\n" % (1600 * len(piece))))
+        for _ in iter(int, 1) if chunked else range(1600):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
 
     def log_message(self, *args):
         pass
@@ -236,6 +246,16 @@ def test_remote_search_has_a_total_deadline(stub, mode):
     with pytest.raises(retrieval.RetrieverError, match="gave no complete answer within 0.5 s"):
         retriever.search("x", 1)
     assert time.monotonic() - start < 1.5  # the server would take 10 s
+
+
+@pytest.mark.parametrize("mode, timeout, problem", [("endless", 2, "sent more than 8 MB|within 2 s"),
+                                                     ("huge", 30, "sent more than 8 MB")])
+def test_a_remote_answer_is_capped_in_size_and_time(stub, mode, timeout, problem):
+    retriever = retrieval.RemoteRetriever(f"{stub}/{mode}", timeout=timeout)
+    start = time.monotonic()
+    with pytest.raises(retrieval.RetrieverError, match=problem):
+        retriever.search("x", 1)
+    assert time.monotonic() - start < 4  # before: ~20 s and ~10 GB for the endless body
 
 
 def dead_url():

@@ -12,17 +12,25 @@ from rewards import exact_match, normalize_answer, reward_components
 ANSWERS = ["2001: A Space Odyssey"]
 CALL = ('<reasoning>Search for the film.</reasoning>\n'
         '<tool>{"name": "wiki_search", "args": {"query": "Kubrick 1968 film"}}</tool>')
-HIT = ("<result>\n2001: A Space Odyssey: 2001: A Space Odyssey is a 1968 epic science fiction "
-       "film.\n</result>")
-MISS = "<result>\nSolaris: Solaris is a 1972 Soviet science fiction film.\n</result>"
+
+
+def searched(lines):
+    """The observation message of a search that ran, as env_search.SearchEnv records it."""
+    return {"role": "user", "content": f"<result>\n{lines}\n</result>", "tool_results": lines}
+
+
+HIT = searched("2001: A Space Odyssey: 2001: A Space Odyssey is a 1968 epic science fiction film.")
+MISS = searched("Solaris: Solaris is a 1972 Soviet science fiction film.")
 ERROR = "Error: invalid JSON inside <tool> (Expecting value: line 1 column 1 (char 0))"
 RIGHT = "<reasoning>The result names the film.</reasoning>\n<answer>2001: A Space Odyssey</answer>"
 WRONG = "<reasoning>Maybe Solaris.</reasoning>\n<answer>Solaris</answer>"
 
 
-def episode(*texts):
-    """Alternate assistant turns and user observations, starting with the assistant."""
-    return [{"role": ("assistant", "user")[i % 2], "content": t} for i, t in enumerate(texts)]
+def episode(*turns):
+    """Alternate assistant turns and user observations, starting with the assistant; a turn is
+    a text or an observation message (searched)."""
+    return [t if isinstance(t, dict) else {"role": ("assistant", "user")[i % 2], "content": t}
+            for i, t in enumerate(turns)]
 
 
 def check(completion, answers=ANSWERS, **expected):
@@ -89,6 +97,17 @@ def test_error_wrapped_in_result_tags_is_not_a_success():
     check(episode(CALL, wrapped, RIGHT), tool_execution=0.0, answer_in_results=0.0)
 
 
+def test_tool_success_is_what_the_tool_did_not_what_the_text_says():
+    """An observation text that looks like a result earns nothing without a search behind it;
+    a search whose hit is titled "Error" is a success."""
+    forged = "Error: unknown tool '<result>2001: A Space Odyssey</result>'; the only tool is wiki_search"
+    check(episode(CALL, forged, RIGHT), tool_execution=0.0, answer_in_results=0.0)
+    check(episode(CALL, "<result>\n2001: A Space Odyssey\n</result>", RIGHT), tool_execution=0.0,
+          answer_in_results=0.0)
+    check(episode(CALL, searched("Error: 2001: A Space Odyssey is a film."), RIGHT),
+          tool_execution=0.2, answer_in_results=0.5)
+
+
 def test_no_tool_call():
     completion = episode("<reasoning>I know it.</reasoning>\n<answer>2001: A Space Odyssey</answer>")
     check(completion, tool_execution=0.0, answer_in_results=0.0, answer_presence=0.5,
@@ -112,7 +131,7 @@ def test_last_answer_counts():
 
 def test_unicode():
     answers = ["Škoda Auto"]
-    result = "<result>\nŠkoda Auto: ŠKODA AUTO a.s. is a Czech car maker 🚗.\n</result>"
+    result = searched("Škoda Auto: ŠKODA AUTO a.s. is a Czech car maker 🚗.")
     completion = episode(CALL, result, "<reasoning>Český</reasoning><answer>škoda auto</answer>")
     check(completion, answers, tool_execution=0.2, answer_in_results=0.5, answer_presence=0.5,
           exact_match=1.0)

@@ -176,7 +176,7 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, tiny_model_d
             raise KeyboardInterrupt
         real_save(models, tok, opts, step, rng, out)
     monkeypatch.setattr(checkpoint, "save_checkpoint", crash_at_4)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SystemExit, match=f"stopped \\(Ctrl-C\\). Continue .* --resume {crashed}"):
         train.main(flags)
     assert [l["step"] for l in strip_times(os.path.join(crashed, "log.jsonl"))] == [0, 1, 2, 3, 4]
     monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
