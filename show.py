@@ -19,11 +19,12 @@ external resources: the page opens anywhere.
 import argparse
 import glob
 import html
-import json
 import os
 import re
+import sys
 
 from atgrpo import best_index
+from records import read_json, read_jsonl
 
 KEYS = ("group", "role", "rewards", "tokens", "mask", "adv", "turn")
 ALGOS = {"mt": "MT-GRPO, turn-level advantages", "mr": "GRPO-MR, merged reward",
@@ -53,26 +54,32 @@ def rollout_steps(out):
 
 
 def read_rollouts(path):
-    """One dict per line; every per-token list must have one entry per token."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                missing = [k for k in KEYS if k not in row]
-                if missing:
-                    raise ValueError(f"missing {', '.join(missing)}")
-                if not len(row["tokens"]) == len(row["mask"]) == len(row["adv"]) == len(row["turn"]):
-                    raise ValueError("tokens, mask, adv and turn differ in length")
-            except (ValueError, TypeError) as e:
-                raise SystemExit(f"{path} line {n} is malformed ({e}); expected one JSON object with "
-                                 f"{', '.join(KEYS)} per line, as train.py writes them")
-            rows.append(row)
-    if not rows:
-        raise SystemExit(f"{path} holds no rollouts; re-run train.py for this step")
+    """One dict per line, as checkpoint.save_rollouts writes them; a last line cut by a kill is
+    left out with a note (--resume writes that step again), any other bad line stops with it named."""
+    types = {"group": str, "role": str} | {k: list for k in ("tokens", "mask", "adv", "turn", "rewards")}
+    try:
+        rows = read_jsonl(path, types, row_problem, cut_end=True)
+    except ValueError as e:
+        raise SystemExit(f"{e}; expected one JSON object with {', '.join(KEYS)} per line, as train.py "
+                         "writes them") from None
+    with open(path, "rb") as f:
+        if sum(1 for line in f if line.strip()) > len(rows):
+            print(f"note: {path}: its last line was cut (the run stopped while writing it) and is "
+                  "left out", file=sys.stderr)
     return rows
+
+
+def row_problem(row):
+    """What is wrong with a rollout row whose keys have the right types, or None: the per-token
+    lists are as long as tokens, tokens are text, the rest numbers (the page escapes and colours them)."""
+    if not len(row["tokens"]) == len(row["mask"]) == len(row["adv"]) == len(row["turn"]):
+        return "tokens, mask, adv and turn differ in length"
+    if not all(isinstance(t, str) for t in row["tokens"]):
+        return "'tokens' must hold only strings"
+    for key in ("mask", "adv", "turn", "rewards"):
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in row[key]):
+            return f"'{key}' must hold only numbers"
+    return None
 
 
 def groups_of(rows):
@@ -186,9 +193,11 @@ details{margin-bottom:4px}summary{color:#666;cursor:pointer;font-family:system-u
 
 def page(out, step, groups, gi):
     """The whole HTML page for group gi of one step."""
-    args_path = os.path.join(out, "args.json")
-    args = json.load(open(args_path)) if os.path.exists(args_path) else {}
-    env, algo = args.get("env", "?"), args.get("algo", "?")
+    try:
+        args = read_json(os.path.join(out, "args.json"))
+    except (OSError, ValueError):  # the page names env and algo "?" then
+        args = {}
+    env, algo = str(args.get("env", "?")), str(args.get("algo", "?"))  # as data: shown, escaped
     name, rows = groups[gi]
     scale = max((abs(a) for r in rows for a, m in zip(r["adv"], r["mask"]) if m), default=0.0)
     prompts = [prompt_of(r) for r in rows]
@@ -231,8 +240,12 @@ def main(argv=None):
     groups = groups_of(read_rollouts(steps[step]))
     gi = pick_group(groups, a.group)
     path = a.file or os.path.join(a.out, f"show_step_{step}.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(page(a.out, step, groups, gi))
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page(a.out, step, groups, gi))
+    except OSError as e:
+        raise SystemExit(f"could not write {path}: {e.strerror or e}; give another --out") from None
     print(path)
     return path
 

@@ -37,7 +37,7 @@ import retrieval
 from config import Args, check_out, parse_args  # noqa: F401 (train.Args for evaluate, compare, bench)
 from loss import fill_logprobs, policy_update
 from precision import precision_line
-from policy import chat_sampler, load_model, pick_device, play_episodes
+from policy import chat_sampler, check_context, load_model, pick_device, play_episodes
 
 
 # ---------------------------------------------------------------- search (MT-GRPO)
@@ -54,6 +54,9 @@ def load_task(args):
         train_qs, test_qs = qa.train_test_questions(args.train_questions, args.test_questions, args.corpus)
     except (ImportError, OSError, ValueError) as e:  # missing package or file, malformed JSONL, ...
         raise SystemExit(f"Could not load the data: {e}")
+    if args.train_questions and os.path.realpath(args.train_questions) == os.path.realpath(args.test_questions):
+        print("note: --train-questions and --test-questions are the same file: the evaluation scores the "
+              "training questions, not held-out ones", file=sys.stderr)
     if len(train_qs) < args.batch_size:
         raise SystemExit(f"--batch-size {args.batch_size} is more than the {len(train_qs)} training questions")
     return retriever, train_qs, test_qs[:args.eval_n]
@@ -198,6 +201,10 @@ def train(args):
             args.out, lambda folder: load_models(roles, folder, device, subfolders=True))
     else:
         (models, tok), ckpt = load_models(roles, args.model, device), None
+    if args.env == "search":  # the longest question, with two turns of new tokens, must fit
+        longest = max([*pool, *test], key=lambda q: len(q["question"]))
+        check_context(models["policy"], tok, make_envs([longest], data, args)[0].messages,
+                      2 * args.max_completion_length)
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}

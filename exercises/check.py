@@ -15,8 +15,11 @@ failing case prints them with the expected value and what came back.
 To use the checks from Python: run_check(n, *functions) -> (passed, failure).
 """
 import argparse
+import contextlib
 import importlib.util
 import math
+import os
+import signal
 import sys
 import traceback
 import warnings
@@ -556,7 +559,18 @@ def student_functions(n, folder):
 
 
 def check(n, solutions=False, folder=HERE):
-    """(passed, first_failure) of exercise n, on the student's file or the project's code."""
+    """(passed, first_failure) of exercise n, on the student's file or the project's code, within
+    TIME_LIMIT seconds. sys.exit() or any other escape from the student's code is a failure."""
+    try:
+        with time_limit(TIME_LIMIT):
+            return checked(n, solutions, folder)
+    except TooSlow:
+        return False, f"did not finish within {TIME_LIMIT} s (an endless loop?)"
+    except SystemExit as stop:
+        return False, f"called sys.exit({'' if stop.code is None else repr(stop.code)}); return a value instead"
+
+
+def checked(n, solutions, folder):
     try:
         if solutions:
             if str(ROOT) not in sys.path:
@@ -571,9 +585,35 @@ def check(n, solutions=False, folder=HERE):
     used = [] if solutions else exercises_used_by(n)
     passed, failure = run_check(n, *functions)
     for m in used:  # ex2 calling a wrong ex1: say so under ex2's failure
-        if not passed and "not implemented" not in failure and not check(m, folder=folder)[0]:
+        if not passed and "not implemented" not in failure and not checked(m, False, folder)[0]:
             failure += f"\nnote: this calls your {EXERCISES[m][1]}, which fails exercise {m}"
     return passed, failure
+
+
+TIME_LIMIT = 10  # seconds per exercise; the project's own functions take well under one
+
+
+class TooSlow(BaseException):
+    """Raised in the student's code when the time limit is up (a BaseException, so that an
+    `except Exception` in their code does not swallow it)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    """Stop the code inside after `seconds` (a POSIX timer; Windows has none: no limit there)."""
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def up(signum, frame):
+        raise TooSlow
+    previous = signal.signal(signal.SIGALRM, up)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def exercises_used_by(n):
@@ -608,4 +648,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `check.py | head`: the reader has gone; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

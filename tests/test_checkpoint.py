@@ -215,7 +215,7 @@ def test_a_checkpoint_state_of_the_wrong_shape_is_skipped(saved):
     (lambda a: {**a, "colour": "red"}, "unknown key 'colour'"),
     (lambda a: {k: v for k, v in a.items() if k not in ("train_questions", "test_questions")},
      "lacks train_questions, test_questions"),
-    (lambda a: [a], "must hold a JSON object of flags, not a list"),
+    (lambda a: [a], "must hold a JSON object, not a list"),
 ])
 def test_args_json_is_checked_like_the_command_line_on_resume(tmp_path, edit, message):
     run = make_run(tmp_path, edit(dict(vars(train.parse_args([])))))
@@ -225,12 +225,23 @@ def test_args_json_is_checked_like_the_command_line_on_resume(tmp_path, edit, me
     assert (run / "args.json").read_text() == before
 
 
-@pytest.mark.parametrize("text", ["", "{", "\xff"])
-def test_unreadable_args_json_is_one_line(tmp_path, text):
+@pytest.mark.parametrize("text, problem", [("", "bad JSON"), ("{", "bad JSON"), ("\xff", "not UTF-8")])
+def test_unreadable_args_json_is_one_line(tmp_path, text, problem):
     run = make_run(tmp_path)
     (run / "args.json").write_bytes(text.encode("latin-1"))
-    with pytest.raises(SystemExit, match="is not readable JSON"):
+    with pytest.raises(SystemExit, match=f"args.json: {problem}.*; restore it or start a new run"):
         train.parse_args(["--resume", str(run)])
+
+
+@pytest.mark.parametrize("lines, problem", [('[1]\n', "line 1: expected a JSON object"),
+                                            ('{"step": 0}\n{"reward": 1}\n', "line 2: missing key 'step'"),
+                                            ('{"step": 0}\n{"step": 1\n{"step": 2}\n', "line 2: bad JSON")])
+def test_a_damaged_log_stops_a_resume_with_the_line_named(tmp_path, lines, problem):
+    path = tmp_path / "log.jsonl"
+    path.write_text(lines)
+    with pytest.raises(SystemExit, match=f"log.jsonl, {problem}.*fix or delete that line"):
+        checkpoint.truncate_log(str(path), 5)
+    assert path.read_text() == lines
 
 
 def test_a_run_without_a_checkpoint_is_not_overwritten_and_overwrite_clears_it(tmp_path):

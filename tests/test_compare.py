@@ -77,7 +77,7 @@ def test_commands_for_fresh_resumed_and_finished_runs(tmp_path, monkeypatch):
     cmds = {c[0][c[0].index("--algo") + 1]: c for c in calls}
     assert sorted(cmds) == ["mr", "mt"]  # or is done
     assert cmds["mr"][0][-6:] == ["--resume", os.path.join(out, "mr"), "--steps", "6", "--seed", "3"]
-    assert cmds["mt"][0][-6:] == ["--out", os.path.join(out, "mt"), "--steps", "6", "--seed", "3"]
+    assert cmds["mt"][0][-7:] == ["--out", os.path.join(out, "mt"), "--overwrite", "--steps", "6", "--seed", "3"]
     assert cmds["mt"][0][:2] == [sys.executable, os.path.join(os.path.dirname(compare.__file__), "train.py")]
     assert all(c[2] == max(1, os.cpu_count() // 2) and c[3] is False for c in calls)  # threads split
     assert cmds["mt"][1] == os.path.join(out, "mt.out")
@@ -197,3 +197,47 @@ def test_search_report_gives_intervals_for_the_pairs(tmp_path, monkeypatch):
     compare.main(["--env", "search", "--out", out, "--seeds", "0", "1", "--report-only"])
     text = open(os.path.join(out, "results.md")).read()
     assert "GRPO-MR − GRPO-OR" not in text and "| MT-GRPO − GRPO-OR | +0.500 |" in text
+
+
+def test_report_only_on_a_folder_without_runs_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="no run logs of or, mr, mt there"):
+        compare.main(["--env", "search", "--out", str(tmp_path / "typo"), "--report-only"])
+
+
+def test_a_log_cut_by_a_kill_is_read_and_a_damaged_one_is_one_line(tmp_path, monkeypatch, capsys):
+    out = str(tmp_path)
+    make_run(out, "mt", log=search_log(6), steps=6)
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    with open(os.path.join(out, "mt", "log.jsonl"), "a") as f:
+        f.write('{"step": 7, "rew')  # what a kill mid-write leaves; --resume drops it too
+    compare.main(["--env", "search", "--out", out, "--algos", "mt", "--report-only"])
+    assert "MT-GRPO step 6 |" in capsys.readouterr().out
+    with open(os.path.join(out, "mt", "log.jsonl"), "a") as f:
+        f.write('\n{"reward": 1}\n')  # the cut line is no longer the last: damage, named
+    with pytest.raises(SystemExit, match=r"log.jsonl, line 8: bad JSON .*; fix or delete that run folder"):
+        compare.main(["--env", "search", "--out", out, "--algos", "mt", "--report-only"])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_compare_leaves_no_train_running(tmp_path):
+    """The parent stands for compare.py: SIGKILL it, and its child (standing for train.py) ends."""
+    import signal
+    import subprocess
+    import time
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time, compare\n"
+                               "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+                               "preexec_fn=compare.die_with_parent)\n"
+                               "print(child.pid, flush=True)\ntime.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(compare.__file__))
+    child = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the child outlived its parent")

@@ -268,3 +268,27 @@ def test_ex2_must_return_float64(tmp_path):
     passed, failure = check.run_check(2, *check.student_functions(2, tmp_path))
     assert not passed and failure.split("\n")[0] == "float64 out"
     assert failure.split("\n")[2:] == ["expected: 'torch.float64'", "got:      'torch.float32'"]
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("import sys\nsys.exit()\n", "called sys.exit(); return a value instead"),
+    ("def group_norm(r):\n    import sys\n    sys.exit(0)\n", "called sys.exit(0); return a value instead"),
+    ("def group_norm(r):\n    while True:\n        try:\n            pass\n        except Exception:\n            pass\n",
+     "did not finish within 1 s (an endless loop?)"),
+])
+def test_an_exit_or_an_endless_loop_in_a_student_file_fails_and_the_table_goes_on(tmp_path, monkeypatch, capsys,
+                                                                                   body, reason):
+    monkeypatch.setattr(check, "TIME_LIMIT", 1)
+    write_answers(tmp_path, {**RIGHT, 1: body})
+    assert check.main(["--dir", str(tmp_path)]) == 1  # before: exit 0 with an empty table, or a hang
+    out = capsys.readouterr().out
+    assert f" 1  group normalisation          failed: {reason}" in out
+    assert " 7  BM25 scores                  passed" in out and "5/7 passed" in out  # ex2 imports ex1
+
+
+def test_a_closed_pipe_ends_quietly():
+    import subprocess
+    import sys
+    p = subprocess.run(f"{sys.executable} {ROOT / 'exercises' / 'check.py'} --solutions | head -1",
+                       shell=True, capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip() == "checking the project's functions" and "Traceback" not in p.stderr

@@ -129,8 +129,9 @@ def test_errors_say_what_to_do(tmp_path):
         show.main([out, "--step", "7"])
     with pytest.raises(SystemExit, match=r"this step has 2 groups; pick one of 0\.\.1"):
         show.main([out, "--group", "2"])
-    bad = {"not json {": "line 2 is malformed", json.dumps({"group": "g"}): "missing role, rewards",
-           json.dumps({**SEARCH[0], "adv": [0.0]}): "differ in length"}
+    bad = {"not json {": "line 2: bad JSON", json.dumps({"group": "g"}): "line 2: missing key",
+           json.dumps({**SEARCH[0], "adv": [0.0]}): "differ in length", "[1, 2]": "expected a JSON object",
+           json.dumps({**SEARCH[0], "mask": 1}): "'mask' must be a list"}
     for line, msg in bad.items():
         with open(os.path.join(out, "rollouts", "step_2.jsonl"), "w") as f:
             f.write(json.dumps(SEARCH[0]) + "\n" + line + "\n")
@@ -198,3 +199,13 @@ def test_token_texts_keep_split_characters_whole(tokenizer):
     texts = checkpoint.token_pieces(tokenizer, ids)
     assert len(texts) == len(ids) and "".join(texts) == "Tokyo 東京 Maß"
     assert "\ufffd" not in "".join(texts) and " 東" in texts and "京" in texts
+
+
+def test_a_step_file_that_is_a_folder_and_a_page_into_a_new_folder(tmp_path):
+    out = make_run(tmp_path, {1: SEARCH, 2: SEARCH})
+    page = show.main([out, "--out", str(tmp_path / "pages" / "new" / "p.html")])  # the folder is made
+    assert os.path.exists(page)
+    os.remove(os.path.join(out, "rollouts", "step_2.jsonl"))
+    os.makedirs(os.path.join(out, "rollouts", "step_2.jsonl"))
+    with pytest.raises(SystemExit, match="step_2.jsonl is a folder, not a JSONL file"):
+        show.main([out])

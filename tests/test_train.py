@@ -380,3 +380,17 @@ def test_a_gpu_without_native_bf16_computes_in_fp32(monkeypatch, native, emulate
     line = loss.precision_line("cuda", True)
     assert line.startswith("compute: bf16 autocast") if want else "T4" in line and "fp32" in line
     assert loss.precision_line("cuda", False) == "compute: fp32 on cuda (--bf16 false)"
+
+
+def test_a_prompt_longer_than_the_context_is_refused_before_any_work(tmp_path, tiny_model_dir, capsys):
+    """A 1 MB question ran 150 s+; now the run stops at start-up. One file for both splits is said."""
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text(json.dumps({"question": "why " * 3000 + "?", "answers": ["A"]}) + "\n"
+                  + json.dumps({"question": "Q?", "answers": ["A"]}) + "\n")
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit, match=r"a prompt of \d+ tokens plus 128 new ones does not fit the model's "
+                                         r"context of 2048 tokens .*lower --max-completion-length"):
+        train.main(["--model", tiny_model_dir, "--train-questions", str(qs), "--test-questions", str(qs),
+                    "--out", str(out)])
+    assert not out.exists()
+    assert "are the same file: the evaluation scores the training questions" in capsys.readouterr().err

@@ -1,0 +1,85 @@
+"""The project's JSON and JSONL files read as data, in one place: questions, corpora, run logs,
+rollouts and args.json. Every problem is a ValueError naming the file, the line and what is
+wrong, in one line; callers add what to do and stop with it. Nothing read here can run code (no
+pickle).
+
+A bad line is always named, never skipped: a log is rewritten by --resume, so a skipped line
+would be a deleted line. The one exception is what a kill leaves: a last line cut short.
+"""
+import json
+import os
+
+
+def read_json(path, types=None):
+    """The JSON object (a dict) in a UTF-8 file, whose keys have the given types (see
+    read_jsonl); otherwise ValueError saying what is wrong."""
+    text = read_bytes(path, "JSON")
+    try:
+        record = json.loads(text.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text; save the file as UTF-8") from None
+    except (ValueError, RecursionError) as e:
+        why = "the file is empty" if not text.strip() else str(e).splitlines()[0]
+        raise ValueError(f"{path}: bad JSON ({why})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} must hold a JSON object, not a {type(record).__name__}")
+    problem = type_problem(record, types or {})
+    if problem:
+        raise ValueError(f"{path}: {problem}")
+    return record
+
+
+def read_jsonl(path, types, problem_of=lambda record: None, cut_end=False, empty=False):
+    """The records of a UTF-8 JSONL file (a leading BOM and blank lines skipped), each an object
+    whose keys have the given types ({key: type}) and for which problem_of finds nothing wrong;
+    otherwise ValueError naming the line. cut_end: a last line with no newline after it that is
+    not JSON (what a kill mid-write leaves in a log) is skipped. empty: no records is no error."""
+    raw = read_bytes(path, "JSONL").split(b"\n")
+    records = []
+    for number, raw_line in enumerate(raw, 1):
+        cut = cut_end and number == len(raw)  # no newline after it: a write that was cut
+        try:
+            line = raw_line.decode("utf-8-sig" if number == 1 else "utf-8")
+            if not line.strip():
+                continue
+            record = json.loads(line)
+        except UnicodeDecodeError:
+            if cut:
+                continue
+            raise ValueError(f"{path}, line {number}: not UTF-8 text; save the file as UTF-8") from None
+        except (ValueError, RecursionError) as e:
+            if cut:
+                continue
+            raise ValueError(f"{path}, line {number}: bad JSON ({e})") from None
+        problem = type_problem(record, types) or problem_of(record)
+        if problem:
+            raise ValueError(f"{path}, line {number}: {problem}")
+        records.append(record)
+    if not records and not empty:
+        raise ValueError(f"{path}: no records")
+    return records
+
+
+def read_bytes(path, kind):
+    """The file's bytes; ValueError for a folder or a file that cannot be read."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a folder, not a {kind} file")
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+
+
+def type_problem(record, types):
+    """What is wrong with a record that should map each key of types to that type, or None.
+    A bool is not an int here (JSON true is not a step number)."""
+    if not isinstance(record, dict):
+        return "expected a JSON object"
+    for key, kind in types.items():
+        if key not in record:
+            return f"missing key '{key}'"
+        if not isinstance(record[key], kind) or (kind is int and isinstance(record[key], bool)):
+            a = "an" if kind.__name__[0] in "aeiou" else "a"
+            return f"'{key}' must be {a} {kind.__name__}, got {type(record[key]).__name__}"
+    return None
