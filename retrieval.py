@@ -62,11 +62,13 @@ def check_at_least_one(**counts):
 
 
 def truncate_words(text, max_words):
-    """Whitespace-normalised text cut to max_words words, marked with "…" (None: no limit)."""
+    """Whitespace-normalised text cut to max_words words, marked with "…" (None: no limit). A
+    "word" longer than 30 characters on average (a run without spaces) is cut too: the text
+    never exceeds 30 × max_words characters."""
     words = text.split()
-    if max_words is None or len(words) <= max_words:
+    if max_words is None or (len(words) <= max_words and sum(map(len, words)) + len(words) <= 30 * max_words):
         return " ".join(words)
-    return " ".join(words[:max_words]) + "…"
+    return " ".join(words[:max_words])[:30 * max_words] + "…"
 
 
 # ---------------------------------------------------------------- BM25
