@@ -120,6 +120,9 @@ def yes_no(text):
     return text.lower() in ("true", "yes", "1")
 
 
+KIND_NAMES = {bool: "JSON true or false (no quotes)", int: "an integer", float: "a number", str: "a string"}
+
+
 def saved_args(path):
     """A run's args.json, checked like the command line: a JSON object with every flag of Args
     and no other key, each value of its flag's type. A saved run is data: "false" is not False,
@@ -136,7 +139,7 @@ def saved_args(path):
         fits = (isinstance(value, (int, float)) if kind is float else isinstance(value, kind)) and (
             kind is bool or not isinstance(value, bool))
         if not fits:
-            raise SystemExit(f"{path}: {key} is {value!r}, not a {kind.__name__}; fix it, or start a new run")
+            raise SystemExit(f"{path}: {key} is {value!r}, not {KIND_NAMES[kind]}; fix it, or start a new run")
     missing = [k for k in kinds if k not in saved and k != "overwrite"]  # runs from before --overwrite
     if missing:
         raise SystemExit(f"{path} lacks {', '.join(missing)}: resuming would use the defaults instead; "

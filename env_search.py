@@ -18,7 +18,7 @@ import retrieval
 
 TOOL_NAME = "wiki_search"
 STOP_STRINGS = ["</tool>", "</answer>"]
-MAX_TITLE_WORDS = 20  # a title is cut like a text: a document cannot flood the context
+MAX_TITLE_WORDS = 20  # a title shown is cut like a text (hit_lines): it cannot flood the context
 
 
 # ---------------------------------------------------------------- the episode
@@ -89,7 +89,11 @@ def has_answer(turn_text):
 
 
 def hit_lines(hits, max_words=120):
-    """What the model reads of the hits: "Title: text" per hit, both cut to a number of words."""
+    """What the model reads of the hits: "Title: text" per hit, the title cut to MAX_TITLE_WORDS
+    words and the text to max_words (truncate_words: 30 characters a word at most). A title is
+    data too (a user's corpus, a remote server): a 5 MB one made a 5 MB observation. A fixed cap,
+    not max_words, because a title is a name; the retrievers' hits keep the whole title, which
+    questions.py's recall benchmark compares with the question's article."""
     return "\n\n".join(f"{retrieval.truncate_words(h['title'], MAX_TITLE_WORDS)}: "
                          f"{retrieval.truncate_words(h['text'], max_words)}" for h in hits)
 
@@ -106,7 +110,8 @@ class SearchEnv:
     messages   the prompt: [system (SYSTEM_PROMPT), ONE_SHOT_EXAMPLE turns if one_shot, user question]
     completion the messages after the prompt: assistant turns and "user" observations; the
                observation of a search that ran also holds "tool_results", the hit lines the
-               model reads (rewards.py decides tool success from that, never from the text)
+               model reads ("" for no hits); rewards.py decides tool success from that key,
+               never from the text
     done       True after an <answer>...</answer> or after max_turns model turns"""
 
     def __init__(self, question, answers, retriever, max_turns=2, k=1, max_words=120,

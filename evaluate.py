@@ -19,7 +19,7 @@ import time
 
 import rewards
 import train
-from policy import BUNDLED, pick_device
+from policy import BUNDLED, check_context, pick_device
 from records import read_json
 
 # Table 5 of the MT-GRPO paper: metric -> reward component (its maximum: rewards.MAXIMA)
@@ -88,6 +88,10 @@ def evaluation_set(args, split):
 def evaluate(models, tok, args, split, chunk, greedy=True):
     """Mean metrics over the split, `chunk` episodes played together, under a progress bar."""
     data, items = evaluation_set(args, split)
+    if args.env == "search" and items:  # the longest question, with two turns of new tokens, must fit
+        longest = max(items, key=lambda q: len(q["question"]))
+        check_context(models["policy"], tok, train.make_envs([longest], data, args)[0].messages,
+                      2 * args.max_completion_length)
     metrics = train.evaluate_policy(models, tok, items, data, args, greedy, chunk, desc=f"evaluate {args.env}")
     return {k: v for k, v in metrics.items() if not isinstance(v, str)}, len(items)  # not exact_match_each
 

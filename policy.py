@@ -40,7 +40,8 @@ def chat_ids(tok, messages, contents, **template):
     then the pieces between the marks are tokenised one by one."""
     marked = [{**m, "content": MARK} for m in messages]
     pieces = tok.apply_chat_template(marked, tokenize=False, **template).split(MARK)
-    if len(pieces) != len(contents) + 1:  # a template that repeats or drops a message's text
+    if len(pieces) != len(contents) + 1:  # a template that repeats or drops a message's text:
+        # it cannot be split, so the whole text is tokenised (no such template is used here)
         text = tok.apply_chat_template(messages, tokenize=False, **template)
         return tok(text, add_special_tokens=False)["input_ids"]
     ids = tok(pieces[0], add_special_tokens=False)["input_ids"]
@@ -74,11 +75,11 @@ def env_suffix_ids(tok, observation, last_token):
 def check_context(model, tok, messages, new_tokens):
     """Stop with one line, before any work, when a prompt (chat messages) plus `new_tokens`
     would not fit the model's context: max_position_embeddings, else the tokenizer's
-    model_max_length when it is a real limit (1e30 means none)."""
-    limit = getattr(model.config, "max_position_embeddings", None) or (
-        tok.model_max_length if tok.model_max_length < 10 ** 9 else None)
+    model_max_length (1e30 where the tokenizer knows no limit: nothing is refused). Past it the
+    model was never trained, and a long prompt is slow (a 1 MB question ran 150 s+)."""
+    limit = getattr(model.config, "max_position_embeddings", None) or tok.model_max_length
     n = len(prompt_ids(tok, messages))
-    if limit and n + new_tokens > limit:
+    if n + new_tokens > limit:
         raise SystemExit(f"a prompt of {n} tokens plus {new_tokens} new ones does not fit the model's "
                          f"context of {limit} tokens ({messages[-1]['content'][:60]!r}…); shorten or "
                          "remove that question, or lower --max-completion-length")
@@ -154,7 +155,7 @@ def bundled_model_dir(redo=False):
         tmp = tempfile.mkdtemp(dir=parent, prefix=".converting-")
     except OSError as e:
         raise SystemExit(f"cannot write the converted model to {parent} ({e.strerror or e}): set "
-                         "XDG_CACHE_HOME to a writable folder (the model goes to $XDG_CACHE_HOME/turn-rl)") from None
+                         "XDG_CACHE_HOME to a writable folder (it goes to $XDG_CACHE_HOME/turn-rl)") from None
     print(f"Converting the bundled model once to {cache} ...")
     try:
         convert_gguf(os.path.dirname(spec.origin), tmp)

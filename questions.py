@@ -7,9 +7,9 @@ being the accepted aliases; generated ones also carry the "title" of their artic
      "answers": ["2001: A Space Odyssey"], "title": "2001: A Space Odyssey"}
 
 Read top to bottom: generated questions (aliases, sentences, clues, leaks), the train/test split,
-the JSONL loader, the train/test sets of a run, the questions the search tool misses, and a
-command line (`python questions.py --help`): counts, samples, a retrieval benchmark, and
-`--write-hard FOLDER`, the harder question files.
+the JSONL loader, the train/test sets of a run and the note when they overlap, the questions the
+search tool misses, and a command line (`python questions.py --help`): counts, samples, a
+retrieval benchmark, and `--write-hard FOLDER`, the harder question files.
 """
 import argparse
 import hashlib
@@ -145,6 +145,27 @@ def train_test_questions(train_path="", test_path="", corpus_path=""):
                          f"{len(test)} test: about 10% of the articles go to test); use a bigger "
                          "corpus, or give --train-questions and --test-questions")
     return train, test
+
+
+def overlap_note(train, test):
+    """A one-line note when test questions are also training questions (the same file given
+    for both, a copy, or files that overlap): the evaluation then scores questions the model
+    trained on, not held-out ones. "" when no test question is a training question. A note, not
+    a refusal: training on the test set on purpose (can the model learn these at all?) is a
+    fair experiment, as long as nobody reads its evaluation as held-out."""
+    seen = {question_key(q) for q in train}
+    shared = sum(question_key(q) in seen for q in test)
+    if not shared:
+        return ""
+    return (f"note: {shared} of the {len(test)} test questions are also training questions: the "
+            "evaluation scores trained questions, not held-out ones")
+
+
+def question_key(q):
+    """A question with its answers, case and spacing aside: a generated clue can repeat for
+    another article ("___ is the capital and largest city of…"), with another answer."""
+    question = " ".join(q["question"].casefold().split())
+    return question, frozenset(" ".join(a.casefold().split()) for a in q["answers"])
 
 
 # ---------------------------------------------------------------- command line

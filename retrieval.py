@@ -142,19 +142,18 @@ class RemoteRetriever:
              "score" is then None.
 
     A search gets timeout seconds in all, connecting and reading included: a server that
-    trickles its answer is cut off then (a socket timeout alone bounds each read, not the sum).
-    An answer longer than MAX_RESPONSE bytes is refused (a few hits are kilobytes)."""
+    trickles or stalls its answer is cut off then (a socket timeout alone bounds each read, not
+    the sum). An answer longer than max_bytes (8 MB) is refused: a few hits are kilobytes, and an
+    endless body read whole took 19 s and 9 GB with a 10 s deadline."""
 
-    MAX_RESPONSE = 8 * 2 ** 20
-
-    def __init__(self, url, timeout=10, max_words=120):
+    def __init__(self, url, timeout=10, max_words=120, max_bytes=8 * 2 ** 20):
         check_at_least_one(max_words=max_words)
         url = url.rstrip("/")
         self.url = url if url.endswith("/retrieve") else url + "/retrieve"
         self.parts = urllib.parse.urlsplit(self.url)
         if self.parts.scheme not in ("http", "https") or not self.parts.netloc:
             raise ValueError(f"retriever URL {url!r} must start with http:// or https://")
-        self.timeout, self.max_words = timeout, max_words
+        self.timeout, self.max_words, self.max_bytes = timeout, max_words, max_bytes
 
     def search(self, query, k=1):
         """The server's k best hits [{"title", "text", "score"}], or RetrieverError."""
@@ -196,15 +195,18 @@ class RemoteRetriever:
         return data
 
     def _read(self, response, deadline):
-        """The response body, read in pieces so that neither its size nor an endless chunked
-        stream can outlast the deadline or fill the memory."""
+        """The response body, read in 64 kB pieces so that neither its size nor an endless
+        chunked stream can outlast the deadline or fill the memory. A body that ends before its
+        Content-Length, or at the deadline (the watchdog shut the socket), is IncompleteRead."""
         data = bytearray()
         while piece := response.read(65536):
             data += piece
-            if len(data) > self.MAX_RESPONSE:
-                raise self._error(f"sent more than {self.MAX_RESPONSE // 2 ** 20} MB; a search answer is a few kB")
+            if len(data) > self.max_bytes:
+                raise self._error(f"sent more than {self.max_bytes / 2 ** 20:g} MB; a search answer is a few kB")
             if time.monotonic() >= deadline:
                 raise TimeoutError
+        if response.length or time.monotonic() >= deadline:
+            raise http.client.IncompleteRead(bytes(data), response.length)
         return bytes(data)
 
     def _failure(self, error, deadline):

@@ -44,7 +44,8 @@ def colour(adv, scale):
 def rollout_steps(out):
     """{step: path} of OUT's rollout files; a SystemExit saying what to do when there are none."""
     if not os.path.isdir(out):
-        raise SystemExit(f"{out}: no such folder; pass the --out folder of a train.py run")
+        what = "not a folder" if os.path.exists(out) else "no such folder"
+        raise SystemExit(f"{out}: {what}; pass the --out folder of a train.py run")
     files = glob.glob(os.path.join(out, "rollouts", "step_*.jsonl"))
     steps = {int(m.group(1)): f for f in files if (m := re.search(r"step_(\d+)\.jsonl$", f))}
     if not steps:

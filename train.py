@@ -54,9 +54,8 @@ def load_task(args):
         train_qs, test_qs = qa.train_test_questions(args.train_questions, args.test_questions, args.corpus)
     except (ImportError, OSError, ValueError) as e:  # missing package or file, malformed JSONL, ...
         raise SystemExit(f"Could not load the data: {e}")
-    if args.train_questions and os.path.realpath(args.train_questions) == os.path.realpath(args.test_questions):
-        print("note: --train-questions and --test-questions are the same file: the evaluation scores the "
-              "training questions, not held-out ones", file=sys.stderr)
+    if note := qa.overlap_note(train_qs, test_qs):  # the same file for both, a copy, an overlap
+        print(note, file=sys.stderr)
     if len(train_qs) < args.batch_size:
         raise SystemExit(f"--batch-size {args.batch_size} is more than the {len(train_qs)} training questions")
     return retriever, train_qs, test_qs[:args.eval_n]

@@ -6,7 +6,8 @@
     python exercises/check.py --solutions  check the project's own functions (must all pass)
 
 The exit code is 0 when every checked exercise passes, 1 otherwise. Floats are compared with a
-tolerance of 1e-5 relative + 1e-6 absolute: tight enough to see the 1e-4 of group_norm.
+tolerance of 1e-5 relative + 1e-6 absolute: tight enough to see the 1e-4 of group_norm. Each
+exercise has TIME_LIMIT seconds; sys.exit() in a student's file is a failure, not the end.
 
 Each exercise has one section: its cases, then how to call the project's function (SOLUTIONS).
 A case is (name, run, inputs, expected): run(**inputs) calls your function and returns what is
@@ -21,6 +22,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import traceback
 import warnings
 from pathlib import Path
@@ -560,14 +562,20 @@ def student_functions(n, folder):
 
 def check(n, solutions=False, folder=HERE):
     """(passed, first_failure) of exercise n, on the student's file or the project's code, within
-    TIME_LIMIT seconds. sys.exit() or any other escape from the student's code is a failure."""
+    TIME_LIMIT seconds. sys.exit() or any other escape from the student's code is a failure;
+    only Ctrl-C (KeyboardInterrupt) stops the checker."""
     try:
-        with time_limit(TIME_LIMIT):
+        with time_limit(TIME_LIMIT, n):
             return checked(n, solutions, folder)
     except TooSlow:
         return False, f"did not finish within {TIME_LIMIT} s (an endless loop?)"
     except SystemExit as stop:
         return False, f"called sys.exit({'' if stop.code is None else repr(stop.code)}); return a value instead"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # GeneratorExit, or the student's own class: a failure too
+        said = f"raised {type(error).__name__}" + (f": {error}" if str(error) else "")
+        return False, said.replace("\n", " ")[:160]
 
 
 def checked(n, solutions, folder):
@@ -591,6 +599,7 @@ def checked(n, solutions, folder):
 
 
 TIME_LIMIT = 10  # seconds per exercise; the project's own functions take well under one
+GRACE = 5  # seconds more before check.py gives up on code that even catches the time limit
 
 
 class TooSlow(BaseException):
@@ -598,22 +607,44 @@ class TooSlow(BaseException):
     `except Exception` in their code does not swallow it)."""
 
 
-@contextlib.contextmanager
-def time_limit(seconds):
-    """Stop the code inside after `seconds` (a POSIX timer; Windows has none: no limit there)."""
-    if not hasattr(signal, "setitimer"):
-        yield
-        return
+def too_slow(signum, frame):
+    """The timer's signal handler: raise TooSlow wherever the student's code is."""
+    raise TooSlow
 
-    def up(signum, frame):
-        raise TooSlow
-    previous = signal.signal(signal.SIGALRM, up)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+@contextlib.contextmanager
+def time_limit(seconds, n):
+    """Stop the code inside after `seconds`: a POSIX timer raises TooSlow in it. Code that
+    catches even that (a bare `except:` inside an endless loop), or runs where there is no such
+    timer (Windows, a thread other than the main one), is ended GRACE seconds later by a watchdog
+    that ends check.py with exit code 1 (give_up)."""
+    watchdog = threading.Timer(seconds + GRACE, give_up, (n, seconds))
+    watchdog.daemon = True
+    watchdog.start()
+    timer = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if timer:
+        previous = signal.signal(signal.SIGALRM, too_slow)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        watchdog.cancel()
+        if timer:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def give_up(n, seconds):
+    """The watchdog's end: exercise n's row, why the rest was not checked, exit code 1."""
+    print(row(n, False, f"did not finish within {seconds} s and could not be stopped (it catches "
+                        "every exception)"), flush=True)
+    print("check.py stops here: the exercises after it were not checked", flush=True)
+    os._exit(1)
+
+
+def row(n, passed, first):
+    """The table row of exercise n: its number, topic and result (the first line of a failure)."""
+    return f" {n}  {EXERCISES[n][0]:<28} {'passed' if passed else 'failed: ' + first}"
 
 
 def exercises_used_by(n):
@@ -640,7 +671,7 @@ def main(argv=None):
         ok, report = check(n, args.solutions, args.dir)
         passed += ok
         first, *rest = report.split("\n")
-        print(f" {n}  {EXERCISES[n][0]:<28} {'passed' if ok else 'failed: ' + first}")
+        print(row(n, ok, first))
         for line in rest:
             print(f"{'':6}{line}")
     print(f"{passed}/{len(numbers)} passed")
@@ -653,3 +684,6 @@ if __name__ == "__main__":
     except BrokenPipeError:  # `check.py | head`: the reader has gone; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        print("\ninterrupted: the exercises after the last row were not checked", file=sys.stderr)
+        sys.exit(130)

@@ -161,7 +161,7 @@ class Probe:
         qs = self.path("qs.jsonl")
         open(qs, "w").write("".join(json.dumps({"question": f"Q{i}?", "answers": ["A"]}) + "\n" for i in range(4)))
         code, text = run(self.train(self.path("same_qs"), "--train-questions", qs, "--test-questions", qs))
-        said = [l for l in text.splitlines() if "same file" in l]
+        said = [l for l in text.splitlines() if "also training questions" in l]
         return bool(said), f"exit {code}: {said[0].strip()[:140] if said else 'nothing said'}"
 
     def checker_and_sys_exit(self, body, what):

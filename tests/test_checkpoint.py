@@ -209,9 +209,9 @@ def test_a_checkpoint_state_of_the_wrong_shape_is_skipped(saved):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda a: {**a, "one_shot": "false"}, "one_shot is 'false', not a bool"),
-    (lambda a: {**a, "batch_size": 2.5}, "batch_size is 2.5, not a int"),
-    (lambda a: {**a, "steps": True}, "steps is True, not a int"),
+    (lambda a: {**a, "one_shot": "false"}, "one_shot is 'false', not JSON true or false"),
+    (lambda a: {**a, "batch_size": 2.5}, "batch_size is 2.5, not an integer"),
+    (lambda a: {**a, "steps": True}, "steps is True, not an integer"),
     (lambda a: {**a, "colour": "red"}, "unknown key 'colour'"),
     (lambda a: {k: v for k, v in a.items() if k not in ("train_questions", "test_questions")},
      "lacks train_questions, test_questions"),

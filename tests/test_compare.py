@@ -241,3 +241,29 @@ def test_a_killed_compare_leaves_no_train_running(tmp_path):
         time.sleep(0.1)
     os.kill(child, signal.SIGKILL)
     pytest.fail("the child outlived its parent")
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda run: open(os.path.join(run, "log.jsonl"), "a").write("[1]\n"), "log.jsonl, line 8: expected a JSON object"),
+    (lambda run: open(os.path.join(run, "log.jsonl"), "a").write('{"reward": 1}\n'), "line 8: missing key 'step'"),
+    (lambda run: open(os.path.join(run, "log.jsonl"), "a").write('{"step": 7, "reward": "high"}\n'),
+     "line 8: 'reward' must be a number, got str"),
+    (lambda run: open(os.path.join(run, "log.jsonl"), "a").write('{"step": 7, "t_update": null}\n'),
+     "line 8: 't_update' must be a number, got NoneType"),
+    (lambda run: open(os.path.join(run, "log.jsonl"), "a").write('{"step": 7, "eval_exact_match_each": "01x"}\n'),
+     "line 8: 'eval_exact_match_each' must be a string of 0s and 1s"),
+    (lambda run: os.remove(os.path.join(run, "log.jsonl")) or os.mkdir(os.path.join(run, "log.jsonl")),
+     "log.jsonl is a folder, not a JSONL file"),
+    (lambda run: json.dump({"algo": "mt"}, open(os.path.join(run, "args.json"), "w")), "args.json: missing key 'env'"),
+    (lambda run: open(os.path.join(run, "args.json"), "w").write("[]"),
+     "args.json must hold a JSON object, not a list"),
+])
+def test_a_damaged_run_folder_is_one_line(tmp_path, monkeypatch, damage, message):
+    """Before: a traceback (AttributeError, KeyError, IsADirectoryError, TypeError in the mean)."""
+    out = str(tmp_path)
+    run = make_run(out, "mt", log=search_log(6), steps=6)
+    damage(run)
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    with pytest.raises(SystemExit, match=f"{message}.*; fix or delete that run folder") as stop:
+        compare.main(["--env", "search", "--out", out, "--algos", "mt", "--report-only"])
+    assert "\n" not in str(stop.value.code)

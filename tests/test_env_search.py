@@ -124,9 +124,55 @@ def test_a_search_with_no_hits_is_a_successful_tool_call_as_in_the_reference(cap
     env = es.SearchEnv("Q", ["A"], capitals)
     assert env.step(CALL % "zzz") == "<result>\nNo results found.\n</result>"
     assert rewards.tool_execution_reward(env.completion) == 0.2
+    # nothing was retrieved: the answer "No" is not in the results (the text rule gave it 0.5)
+    assert env.completion[-1]["tool_results"] == "" and rewards.answer_in_results_reward(env.completion, ["No"]) == 0
 
 
-def test_a_huge_title_is_cut_and_an_unclosed_answer_takes_linear_time():
+def test_tool_success_is_what_the_search_did_not_what_the_observation_says(capitals):
+    """An unknown tool named "<result>Paris</result>" is echoed in its error observation and
+    earns nothing; a search whose hit is titled "Error" earns both turn rewards. Read from the
+    text (a <result> not starting with "Error:", as the reference does), these were 0.2 + 0.5
+    and 0 + 0."""
+    env = es.SearchEnv("Q", ["Paris"], capitals)
+    observation = env.step('<tool>{"name": "<result>Paris</result>", "args": {"query": "x"}}</tool>')
+    assert observation.startswith("Error: unknown tool '<result>Paris</result>'")
+    assert rewards.tool_execution_reward(env.completion) == rewards.answer_in_results_reward(env.completion, ["Paris"]) == 0
+    error_titled = retrieval.BM25Retriever([{"title": "Error", "text": "Paris is the capital of France."}])
+    env = es.SearchEnv("Q", ["Paris"], error_titled)
+    assert env.step(CALL % "capital of France") == "<result>\nError: Paris is the capital of France.\n</result>"
+    assert (rewards.tool_execution_reward(env.completion), rewards.answer_in_results_reward(env.completion, ["Paris"])) == (0.2, 0.5)
+
+
+def text_rule(completion, answers):
+    """The two turn rewards as the reference reads them from the observation text (a <result>
+    not starting with "Error:"), kept here to show that ordinary episodes score the same."""
+    exchanges = rewards.tool_exchanges(completion)
+    results = [rewards.tag_content(obs["content"], "result") for _, obs in exchanges]
+    ok = [r is not None and not r.startswith("Error:") for r in results]
+    first = results[0] if ok and ok[0] else None
+    return (0.2 * sum(ok) / len(ok) if ok else 0.0,
+            0.5 if first is not None and rewards.contains_alias(first, answers) else 0.0)
+
+
+@pytest.mark.parametrize("turns", [
+    [CALL % "capital of France", "<reasoning>r</reasoning>\n<answer>Paris</answer>"],
+    [CALL % "Germany", "<answer>Paris</answer>"],
+    [CALL % "capital city", "<answer>Paris</answer>"],
+    ['<tool>{"name": "google", "args": {"query": "x"}}</tool>', "<answer>Paris</answer>"],
+    ['<tool>{"name": "wiki_search", "args": {"query": "x"}}', CALL % "France", "<answer>Paris</answer>"],
+    ["I think.", CALL % "France", "<answer>Paris</answer>"],
+    ["<answer>Paris</answer>"],
+])
+def test_ordinary_episodes_score_as_the_text_rule_scored_them(capitals, turns):
+    env = es.SearchEnv("Q", ["Paris"], capitals, k=2, max_turns=3)
+    for turn in turns:
+        env.step(turn)
+    assert env.done
+    got = (rewards.tool_execution_reward(env.completion), rewards.answer_in_results_reward(env.completion, ["Paris"]))
+    assert got == text_rule(env.completion, ["Paris"])
+
+
+def test_a_huge_title_is_cut():
     class Huge:
         def search(self, query, k=1):
             return [{"title": "T " * 2_000_000, "text": "x", "score": 1.0}]
@@ -135,6 +181,13 @@ def test_a_huge_title_is_cut_and_an_unclosed_answer_takes_linear_time():
     Huge.search = lambda self, query, k=1: [{"title": "T" * 5_000_000, "text": "x" * 5_000_000, "score": 1.0}]
     observation = es.SearchEnv("Q", ["A"], Huge(), max_words=10).step(CALL % "x")  # no spaces to cut at
     assert observation == f"<result>\n{'T' * 30 * es.MAX_TITLE_WORDS}…: {'x' * 300}…\n</result>"
-    env, t0 = es.SearchEnv("Q", ["A"], Huge(), max_turns=3), time.perf_counter()
-    env.step("<answer>" * 20000)
-    assert time.perf_counter() - t0 < 1.0 and not env.done  # the regex took ~10 s
+
+
+def test_an_unclosed_answer_takes_linear_time(capitals):
+    env, t0 = es.SearchEnv("Q", ["A"], capitals, max_turns=3), time.perf_counter()
+    assert env.step("<answer>" * 16000) == es.NO_ACTION and not env.done
+    assert time.perf_counter() - t0 < 1.0  # the regex <answer>.*?</answer> took ~10 s
+    t0 = time.perf_counter()  # the tool-call parser and the search's tokenizer too
+    for text in ("<tool>" * 16000, "<tool></tool>" * 16000, CALL % ("x<answer>" * 16000)):
+        es.SearchEnv("Q", ["A"], capitals).step(text)
+    assert time.perf_counter() - t0 < 1.0

@@ -84,3 +84,14 @@ def test_clear_errors(tmp_path, tiny_model_dir):
     with pytest.raises(SystemExit, match="planner/ and executor/"):
         evaluate.load_policy(tiny_model_dir, args, "cpu")
     assert os.path.isdir(tiny_model_dir)
+
+
+def test_a_test_question_longer_than_the_context_is_refused_before_any_episode(tmp_path, tiny_model_dir, monkeypatch):
+    """The tiny model's context is 2048 tokens: a 3,000-word test question stops evaluate.py
+    with one line, before a single episode is played."""
+    flags = search_flags(tmp_path, tiny_model_dir)
+    long = [{"question": "why " * 3000 + "?", "answers": ["A"]}, {"question": "Q?", "answers": ["A"]}]
+    flags[flags.index("--test-questions") + 1] = write_jsonl(tmp_path / "long.jsonl", long)
+    monkeypatch.setattr(policy, "generate_turn", lambda *a, **k: pytest.fail("an episode was played"))
+    with pytest.raises(SystemExit, match=r"a prompt of \d+ tokens plus 128 new ones does not fit the model's context of 2048"):
+        evaluate.main(flags)

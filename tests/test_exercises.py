@@ -274,11 +274,13 @@ def test_ex2_must_return_float64(tmp_path):
     ("import sys\nsys.exit()\n", "called sys.exit(); return a value instead"),
     ("def group_norm(r):\n    import sys\n    sys.exit(0)\n", "called sys.exit(0); return a value instead"),
     ("def group_norm(r):\n    while True:\n        try:\n            pass\n        except Exception:\n            pass\n",
-     "did not finish within 1 s (an endless loop?)"),
+     "did not finish within 0.2 s (an endless loop?)"),
+    ("def group_norm(r):\n    raise BaseException('boom')\n", "raised BaseException: boom"),
+    ("def group_norm(r):\n    raise GeneratorExit\n", "raised GeneratorExit"),
 ])
 def test_an_exit_or_an_endless_loop_in_a_student_file_fails_and_the_table_goes_on(tmp_path, monkeypatch, capsys,
                                                                                    body, reason):
-    monkeypatch.setattr(check, "TIME_LIMIT", 1)
+    monkeypatch.setattr(check, "TIME_LIMIT", 0.2)
     write_answers(tmp_path, {**RIGHT, 1: body})
     assert check.main(["--dir", str(tmp_path)]) == 1  # before: exit 0 with an empty table, or a hang
     out = capsys.readouterr().out
@@ -292,3 +294,27 @@ def test_a_closed_pipe_ends_quietly():
     p = subprocess.run(f"{sys.executable} {ROOT / 'exercises' / 'check.py'} --solutions | head -1",
                        shell=True, capture_output=True, text=True, timeout=120)
     assert p.stdout.strip() == "checking the project's functions" and "Traceback" not in p.stderr
+
+
+def test_code_that_catches_even_the_time_limit_is_ended_by_the_watchdog(tmp_path):
+    """A bare except inside an endless loop swallows the timer's exception: the watchdog prints
+    the row, says the rest was not checked and exits 1 (before: check.py hung)."""
+    import subprocess
+    import sys
+    write_answers(tmp_path, {**RIGHT, 1: "def group_norm(r):\n    while True:\n        try:\n"
+                                         "            while True:\n                pass\n"
+                                         "        except BaseException:\n            pass\n"})
+    code = ("import sys, check; check.TIME_LIMIT, check.GRACE = 0.2, 0.3; "
+            f"sys.exit(check.main(['--dir', {str(tmp_path)!r}]))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "exercises", capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.stdout.splitlines()[-2:] == [
+        " 1  group normalisation          failed: did not finish within 0.2 s and could not be stopped "
+        "(it catches every exception)", "check.py stops here: the exercises after it were not checked"]
+
+
+def test_ctrl_c_still_stops_the_checker(tmp_path):
+    write_answers(tmp_path, {**RIGHT, 1: "def group_norm(r):\n    raise KeyboardInterrupt\n"})
+    with pytest.raises(KeyboardInterrupt):
+        check.check(1, folder=tmp_path)

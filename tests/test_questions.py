@@ -215,3 +215,24 @@ def test_cli_write_hard_refuses_a_file_path(tmp_path):
     path.write_text("x")
     with pytest.raises(SystemExit, match="is not a folder"):
         qs.main(["--write-hard", str(path)])
+
+
+# ---------------------------------------------------------------- train and test overlap
+def test_the_same_file_for_train_and_test_gives_a_note(tmp_path):
+    path = write(tmp_path, "qa.jsonl", ['{"question": "Who?", "answers": ["A"]}',
+                                        '{"question": "Où?", "answers": ["B"]}'])
+    train, test = qs.train_test_questions(str(path), str(path))  # accepted: training on the test set is allowed
+    assert qs.overlap_note(train, test) == ("note: 2 of the 2 test questions are also training questions: the "
+                                            "evaluation scores trained questions, not held-out ones")
+    copy = write(tmp_path, "test.jsonl", ['{"question": "  who? ", "answers": ["A"]}',
+                                          '{"question": "Why?", "answers": ["C"]}'])
+    assert qs.overlap_note(train, qs.load_qa_jsonl(copy)).startswith("note: 1 of the 2 test questions")
+    assert qs.overlap_note(train, [{"question": "Why?", "answers": ["C"]}]) == ""
+    assert qs.overlap_note(train, [{"question": "Who?", "answers": ["Z"]}]) == ""  # another answer
+
+
+def test_the_generated_split_has_no_overlap():
+    """Some generated clues repeat for other articles ("___ is the capital and largest city
+    of…"), with other answers: not training questions."""
+    train, test = qs.train_test_questions()
+    assert qs.overlap_note(train, test) == ""

@@ -209,3 +209,55 @@ def test_a_step_file_that_is_a_folder_and_a_page_into_a_new_folder(tmp_path):
     os.makedirs(os.path.join(out, "rollouts", "step_2.jsonl"))
     with pytest.raises(SystemExit, match="step_2.jsonl is a folder, not a JSONL file"):
         show.main([out])
+
+
+@pytest.mark.parametrize("row, message", [
+    ({**SEARCH[0], "tokens": [1] * len(SEARCH[0]["tokens"])}, "line 2: 'tokens' must hold only strings"),
+    ({**SEARCH[0], "adv": ["x"] * len(SEARCH[0]["adv"])}, "line 2: 'adv' must hold only numbers"),
+    ({**SEARCH[0], "turn": [None] * len(SEARCH[0]["turn"])}, "line 2: 'turn' must hold only numbers"),
+    ({**SEARCH[0], "rewards": ["high"]}, "line 2: 'rewards' must hold only numbers"),
+    ({**SEARCH[0], "group": ["g"]}, "line 2: 'group' must be a str, got list"),
+    ({**SEARCH[0], "role": 3}, "line 2: 'role' must be a str, got int"),
+])
+def test_a_row_with_values_of_the_wrong_kind_is_one_line(tmp_path, row, message):
+    """Before: a traceback from html.escape, abs() or a dict key."""
+    out = make_run(tmp_path, {1: [SEARCH[0], row]})
+    with pytest.raises(SystemExit, match=f"step_1.jsonl, {message}; expected one JSON object") as stop:
+        show.main([out])
+    assert "\n" not in str(stop.value.code)
+
+
+def test_a_cut_last_rollout_line_is_left_out_with_a_note(tmp_path, capsys):
+    """A run killed while writing a step's rollouts: the page shows the rest (--resume rewrites
+    that step); a cut line that is not the last is still named."""
+    out = make_run(tmp_path, {1: SEARCH})
+    path = os.path.join(out, "rollouts", "step_1.jsonl")
+    whole = open(path).read()
+    with open(path, "a") as f:
+        f.write(json.dumps(SEARCH[0])[:40])
+    page = open(show.main([out]), encoding="utf-8").read()
+    assert page.count('<div class="rollout') == 2  # group 1: its 2 rollouts, nothing lost there
+    assert "its last line was cut" in capsys.readouterr().err
+    with open(path, "w") as f:
+        f.write(json.dumps(SEARCH[0])[:40] + "\n" + whole)
+    with pytest.raises(SystemExit, match="step_1.jsonl, line 1: bad JSON"):
+        show.main([out])
+
+
+def test_args_json_is_shown_as_data(tmp_path):
+    out, _, text = render(tmp_path)
+    with open(os.path.join(out, "args.json"), "w") as f:
+        json.dump({"env": 3, "algo": "<b>mt</b>"}, f)
+    text = open(show.main([out]), encoding="utf-8").read()
+    assert "env 3 · algo &lt;b&gt;mt&lt;/b&gt; (unknown)" in text
+    os.remove(os.path.join(out, "args.json"))
+    os.makedirs(os.path.join(out, "args.json"))  # a folder: the page names env and algo "?"
+    assert "env ? · algo ?" in open(show.main([out]), encoding="utf-8").read()
+
+
+def test_an_out_that_is_a_file_and_a_page_path_that_is_a_folder(tmp_path):
+    out = make_run(tmp_path, {1: SEARCH})
+    with pytest.raises(SystemExit, match="args.json: not a folder; pass the --out folder of a train.py run"):
+        show.main([os.path.join(out, "args.json")])
+    with pytest.raises(SystemExit, match="could not write .*: Is a directory; give another --out"):
+        show.main([out, "--out", str(tmp_path)])

@@ -383,7 +383,7 @@ def test_a_gpu_without_native_bf16_computes_in_fp32(monkeypatch, native, emulate
 
 
 def test_a_prompt_longer_than_the_context_is_refused_before_any_work(tmp_path, tiny_model_dir, capsys):
-    """A 1 MB question ran 150 s+; now the run stops at start-up. One file for both splits is said."""
+    """A 1 MB question ran 150 s+; now the run stops at start-up. Test questions that are training questions are said."""
     qs = tmp_path / "qs.jsonl"
     qs.write_text(json.dumps({"question": "why " * 3000 + "?", "answers": ["A"]}) + "\n"
                   + json.dumps({"question": "Q?", "answers": ["A"]}) + "\n")
@@ -393,4 +393,4 @@ def test_a_prompt_longer_than_the_context_is_refused_before_any_work(tmp_path, t
         train.main(["--model", tiny_model_dir, "--train-questions", str(qs), "--test-questions", str(qs),
                     "--out", str(out)])
     assert not out.exists()
-    assert "are the same file: the evaluation scores the training questions" in capsys.readouterr().err
+    assert "note: 2 of the 2 test questions are also training questions" in capsys.readouterr().err
