@@ -380,7 +380,7 @@ def main():
             except Exception as e:  # the probe itself failed: count it, go on
                 ok, seen = False, f"probe error: {type(e).__name__}: {e}"
             failures += not ok
-            seen = seen.replace("|", "\\|").replace("\n", " ")
+            seen, what = (t.replace("|", "\\|").replace("\n", " ") for t in (seen, what))
             print(f"| {kind} | {what} | {seen} | {'yes' if ok else '**no**'} |", flush=True)
     print(f"\n{failures} not handled")
     raise SystemExit(1 if failures else 0)
