@@ -8,9 +8,9 @@
 --env search runs the three estimators of the MT-GRPO paper (Zeng et al. 2025, arXiv 2505.11821),
 whose training curves and results table set GRPO-OR (outcome reward only) against GRPO-MR (turn
 and outcome reward merged) and MT-GRPO (turn-level advantages): tool execution rate, exact match
-and total reward against steps. --env sokoban sets AT-GRPO's agent- and turn-wise groups with tree
-sampling (Zhao et al. 2025, arXiv 2510.11062) against standard GRPO grouping (one group of
-trajectories per level). Each algorithm runs `train.py --algo A --out OUT/A` with the flags after
+and total reward against steps. --env sokoban and --env planpath set AT-GRPO's agent- and
+turn-wise groups with tree sampling (Zhao et al. 2025, arXiv 2510.11062) against standard GRPO
+grouping (one group of trajectories per level). Each algorithm runs `train.py --algo A --out OUT/A` with the flags after
 `--`, identical for all. A run that already reached --steps is kept, one with a checkpoint is
 resumed (`train.py --resume`), so a comparison can span sessions; --steps may grow between calls.
 With --seeds each algorithm runs once per seed (OUT/ALGO-sSEED, `--seed SEED`), and the report
@@ -34,15 +34,21 @@ import train
 from records import read_json, read_jsonl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO"}
-ORDER = {"search": ("or", "mr", "mt"), "sokoban": ("grpo", "at")}  # baselines first
+NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO",
+         "grpo-solo": "GRPO one agent", "at-roles": "AT-GRPO per-role"}
+# runs that are an algorithm with flags of their own: the paper's single-agent baseline and per-role policies
+VARIANTS = {"grpo-solo": ("grpo", ["--single-agent"]), "at-roles": ("at", ["--policy", "per-role"])}
+ORDER = {"search": ("or", "mr", "mt"), "sokoban": ("grpo", "at"),  # baselines first
+         "planpath": ("grpo-solo", "grpo", "at", "at-roles")}
 PLOT = {"search": ["tool_execution_rate", "exact_match_rate", "reward"],
         "sokoban": ["success", "best_constant_success", "board_ablation_success"]}
+PLOT["planpath"] = PLOT["sokoban"]
 NOTE = {"search": "Training metrics are means over the G sampled rollouts of a step; the evaluation is "
                   "greedy, on the first --eval-n test questions.",
         "sokoban": "Training metrics are not like for like: AT-GRPO's episodes continue from the best of "
                    "K candidates at every agent and turn, GRPO's are K independent trajectories. "
                    "Compare the greedy evaluation (one episode per held-out level)."}
+NOTE["planpath"] = NOTE["sokoban"]
 MAY_DIFFER = {"algo", "out", "resume", "overwrite", "steps"}  # steps: a run may be extended
 
 
@@ -59,9 +65,9 @@ NUMBERS = {k for rows in train.TABLE.values() for k, _ in rows} | {k for keys in
 
 def log_problem(line):
     """What is wrong with a log line for the report, or None: the values it averages and plots
-    (timings t_*, the metrics of the tables and plots) must be numbers, exact_match_each 0s and 1s."""
+    (timings t_*, the metrics of the tables and plots) must be numbers, EACH's strings 0s and 1s."""
     for k, v in line.items():
-        if k == "eval_exact_match_each":
+        if k in ("eval_" + each for each in EACH.values()):
             if not (isinstance(v, str) and set(v) <= {"0", "1"}):
                 return f"'{k}' must be a string of 0s and 1s"
         elif (k.startswith("t_") or k.removeprefix("eval_") in NUMBERS) and (
@@ -137,9 +143,10 @@ def run_all(env, out, flags, jobs, algos, seeds):
         if any(f == bad or f.startswith(bad + "=") for f in flags):
             raise SystemExit(f"{bad} is set by compare.py; give --env, --out and --seeds before the --")
     todo = []
-    for algo in algos:
-        for seed, run in run_folders(out, algo, seeds).items():
-            mine = flags + (["--seed", str(seed)] if seeds else [])
+    for name in algos:
+        algo, own = VARIANTS.get(name, (name, []))
+        for seed, run in run_folders(out, name, seeds).items():
+            mine = flags + own + (["--seed", str(seed)] if seeds else [])
             state = plan(run, train.parse_args(["--env", env, *mine, "--algo", algo, "--out", run]))
             print(f"{os.path.basename(run):>10}: {state}")
             if state != "done":
@@ -204,7 +211,10 @@ def over_seeds(values):
     return f"{np.mean(values):.3f} ({min(values):.3f}–{max(values):.3f})"
 
 
-PAIRS = (("mt", "mr"), ("mt", "or"), ("mr", "or"))  # search: exact match differences with intervals
+# the differences given with intervals, from the per-question (per-level) 0/1 string each evaluation logs
+PAIRS = {"search": (("mt", "mr"), ("mt", "or"), ("mr", "or")),
+         "planpath": (("at", "grpo"), ("at", "grpo-solo"), ("at-roles", "grpo"), ("at", "at-roles"))}
+EACH = {"search": "exact_match_each", "planpath": "success_each"}
 
 
 def paired_difference(a, b, resamples=2000, seed=0):
@@ -219,12 +229,12 @@ def paired_difference(a, b, resamples=2000, seed=0):
     return float(d.mean()), float(low), float(high)
 
 
-def intervals(runs, algos):
-    """Table rows for the pairs of PAIRS whose runs all logged exact_match_each at their last
-    evaluation, over the same questions; [] otherwise."""
-    each = {a: [r["evals"][-1].get("eval_exact_match_each") if r["evals"] else None for r in runs[a]] for a in algos}
+def intervals(env, runs, algos):
+    """Table rows for the pairs of PAIRS whose runs all logged EACH at their last evaluation, over
+    the same questions (levels); [] otherwise."""
+    each = {a: [r["evals"][-1].get("eval_" + EACH[env]) if r["evals"] else None for r in runs[a]] for a in algos}
     rows = []
-    for a, b in PAIRS:
+    for a, b in PAIRS[env]:
         if a in each and b in each and all(each[a] + each[b]) and len({len(x) for x in each[a] + each[b]}) == 1:
             mean, low, high = paired_difference(each[a], each[b])
             rows.append([f"{NAMES[a]} − {NAMES[b]}", f"{mean:+.3f}", f"{low:+.3f} to {high:+.3f}",
@@ -249,12 +259,13 @@ def report(env, out, algos=None, seeds=()):
                            for k, label in rows])
     lines += ["", "Rates are fractions of the maximum; rewards are in reward units." +
               (" With several seeds: mean (lowest–highest)." if seeds else "")]
-    pairs = intervals(runs, algos) if env == "search" else []
+    pairs = intervals(env, runs, algos) if env in PAIRS else []
     if pairs:
-        lines += [""] + table(["exact match at the last evaluation", "difference", "95 % interval",
-                               "seeds × questions"], pairs)
-        lines += ["", "Paired by seed and question; the interval is a percentile bootstrap that resamples "
-                      "the seeds and the questions (2,000 resamples). An interval that contains 0 does not "
+        what, items = ("exact match", "questions") if env == "search" else ("success", "levels")
+        lines += [""] + table([f"{what} at the last evaluation", "difference", "95 % interval",
+                               f"seeds × {items}"], pairs)
+        lines += ["", f"Paired by seed and {items[:-1]}; the interval is a percentile bootstrap that resamples "
+                      f"the seeds and the {items} (2,000 resamples). An interval that contains 0 does not "
                       "separate the two."]
     lines += ["", NOTE[env], ""] + table(
         ["run", "last step", "train + eval time", "command"],
@@ -322,7 +333,7 @@ def main(argv=None):
     flags = argv[argv.index("--") + 1:] if "--" in argv else []
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="compare.py --env {search,sokoban} --out DIR [--jobs N] [--seeds S ...] [--algos A ...] "
+        usage="compare.py --env {search,sokoban,planpath} --out DIR [--jobs N] [--seeds S ...] [--algos A ...] "
               "[--report-only] [-- TRAIN_FLAGS...]")
     p.add_argument("--env", choices=sorted(ORDER), required=True)
     p.add_argument("--out", required=True, help="one run folder per algorithm, results.md, compare.png")

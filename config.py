@@ -21,13 +21,13 @@ def flag(default, help):
 
 @dataclass
 class Args:
-    env: str = flag("search", "search (MT-GRPO paper) or sokoban (AT-GRPO paper)")
-    algo: str = flag("auto", "search: mt | mr | or (GRPO-OR); sokoban: at | grpo; auto: mt or at")
-    policy: str = flag("shared", "sokoban: shared (one model) or per-role (one model per role)")
+    env: str = flag("search", "search (MT-GRPO paper), sokoban or planpath (AT-GRPO paper)")
+    algo: str = flag("auto", "search: mt | mr | or (GRPO-OR); sokoban, planpath: at | grpo; auto: mt or at")
+    policy: str = flag("shared", "sokoban, planpath: shared (one model) or per-role (one model per role)")
     model: str = flag(BUNDLED, "hub id, local folder, or the bundled offline model")
     steps: int = flag(30, "training steps (rollout batches)")
     batch_size: int = flag(2, "questions (or levels) per step")
-    num_generations: int = flag(8, "G (search) or K (sokoban): samples per group")
+    num_generations: int = flag(8, "G (search) or K (sokoban, planpath): samples per group")
     max_completion_length: int = flag(64, "new tokens per turn")
     learning_rate: float = flag(1e-5, "AdamW learning rate after warmup")
     warmup_steps: int = flag(3, "linear learning-rate warmup")
@@ -51,17 +51,17 @@ class Args:
     corpus: str = flag("", "search: JSONL of {title, text} instead of the bundled Wikipedia")
     train_questions: str = flag("", "search: JSONL of {question, answers} to train on")
     test_questions: str = flag("", "search: JSONL of {question, answers} to evaluate on")
-    size: int = flag(7, "sokoban: room size including the wall border")
+    size: int = flag(7, "sokoban, planpath: room (grid) size including the wall border")
     boxes: int = flag(1, "sokoban: boxes per level")
     reverse_steps: int = flag(10, "sokoban: moves of reverse play from the solved state")
-    min_solution: int = flag(3, "sokoban: levels whose optimal solution is shorter are drawn again")
-    max_solution: int = flag(4, "sokoban: levels whose optimal solution is longer are drawn again (0: no limit)")
-    max_turns: int = flag(4, "sokoban: turns per episode")
-    moves_per_turn: int = flag(1, "sokoban: moves an answer may play (the rest is ignored)")
+    min_solution: int = flag(3, "sokoban, planpath: levels whose optimal solution is shorter are drawn again")
+    max_solution: int = flag(4, "sokoban, planpath: levels whose optimal solution is longer are drawn again (0: no limit)")
+    max_turns: int = flag(4, "sokoban, planpath: turns per episode")
+    moves_per_turn: int = flag(1, "sokoban, planpath: moves an answer may play (the rest is ignored)")
     team_reward: str = flag("solver", "sokoban: team progress = drop in optimal moves left (solver) or in box-goal distance")
-    team_alpha: float = flag(1.0, "sokoban: agent reward = local + team_alpha * team reward")
-    positions: bool = flag(False, "sokoban: a line of (row, column) coordinates under the board")
-    single_agent: bool = flag(False, "sokoban: the executor alone (no planner), a baseline")
+    team_alpha: float = flag(1.0, "sokoban, planpath: agent reward = local + team_alpha * team reward")
+    positions: bool = flag(False, "sokoban, planpath: a line of (row, column) coordinates under the board")
+    single_agent: bool = flag(False, "sokoban, planpath: the executor alone (no planner), a baseline")
     eval_every: int = flag(10, "greedy evaluation on the test split every N steps (0: never)")
     eval_n: int = flag(64, "test questions (or levels) per evaluation")
     save_every: int = flag(6, "checkpoint every N steps (and at the end)")
@@ -106,11 +106,14 @@ CHECKS = [
 ]
 
 
-ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo")}
-# --env sokoban changes these defaults: the setup of docs/results-sokoban.md
+ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo"), "planpath": ("at", "grpo")}
+# --env sokoban and --env planpath change these defaults: the setups of docs/results-sokoban.md
+# and docs/results-planpath.md
 SOKOBAN_DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_completion_length": 8,
                     "scale_rewards": "batch", "micro_batch_size": 16,
                     "eval_every": 10, "save_every": 10}
+PLANPATH_DEFAULTS = {**SOKOBAN_DEFAULTS, "scale_rewards": "group", "positions": True}  # 7 x 7, paths of 3-4 moves, 4 turns
+ENV_DEFAULTS = {"search": {}, "sokoban": SOKOBAN_DEFAULTS, "planpath": PLANPATH_DEFAULTS}
 
 
 def yes_no(text):
@@ -153,9 +156,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     for f in dataclasses.fields(Args):
         kind, bare = (yes_no, {"nargs": "?", "const": True}) if f.type is bool else (f.type, {})
-        sokoban = f"; sokoban: {SOKOBAN_DEFAULTS[f.name]!r}" if f.name in SOKOBAN_DEFAULTS else ""
+        other = "".join(f"; {env}: {d[f.name]!r}" for env, d in ENV_DEFAULTS.items() if f.name in d)
         p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=argparse.SUPPRESS, **bare,
-                       help=f"{f.metadata['help']} (default: {f.default!r}{sokoban})")
+                       help=f"{f.metadata['help']} (default: {f.default!r}{other})")
     given, saved = vars(p.parse_args(argv)), {}
     if given.get("resume"):
         path = os.path.join(given["resume"], "args.json")
@@ -163,21 +166,21 @@ def parse_args(argv=None):
             p.error(f"--resume {given['resume']}: no args.json there; give the run folder (--out) of an earlier run")
         saved = saved_args(path)
     env = given.get("env", saved.get("env", Args.env))
-    args = Args(**{**(SOKOBAN_DEFAULTS if env == "sokoban" else {}), **saved, **given})
+    args = Args(**{**ENV_DEFAULTS.get(env, {}), **saved, **given})
     if args.resume:
         if given.get("overwrite"):
             p.error("--resume continues a run and --overwrite starts one over: give one of them")
         args.out, args.overwrite = args.resume, False
     if args.env not in ALGOS:
-        p.error(f"--env must be search or sokoban, not {args.env!r}")
+        p.error(f"--env must be one of {', '.join(ALGOS)}, not {args.env!r}")
     args.algo = ALGOS[args.env][0] if args.algo == "auto" else args.algo
     if args.algo not in ALGOS[args.env]:
         p.error(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
     if args.prefill == "auto":
         args.prefill = "<reasoning>" if args.env == "search" else "<answer>"
     if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
-            args.env != "sokoban" or args.single_agent)):
-        p.error("--policy is shared, or per-role with --env sokoban and two roles (no --single-agent)")
+            args.env == "search" or args.single_agent)):
+        p.error("--policy is shared, or per-role with --env sokoban or planpath and two roles (no --single-agent)")
     if args.scale_rewards not in mtgrpo.SCALES:
         p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
     if args.team_reward not in env_sokoban.TEAM_REWARDS:

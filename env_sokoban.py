@@ -12,6 +12,7 @@ team="distance" the drop in D, the box-goal distance; +10 when the turn solves t
 """
 import copy
 import re
+import sys
 from collections import Counter
 
 import atgrpo
@@ -181,6 +182,9 @@ class SokobanTask:
 
 
 # ---------------------------------------------------------------- levels, metrics and checks for training
+constant_successes = sokoban.constant_successes  # fixed answers' successes, from the game's file
+
+
 def make_level(seed, args):
     """A seeded level with the curriculum knobs (room size, boxes, reverse steps, solution length)."""
     return sokoban.level_for(seed, args.size, args.boxes, args.reverse_steps,
@@ -209,31 +213,35 @@ def episode_metrics(played, final):
     return log
 
 
-def evaluate(sample, seeds, args, chunks=lambda levels: [levels]):
+def evaluate(sample, seeds, args, chunks=lambda levels: [levels], game=None):
     """Play the levels with one answer per agent and turn (greedy in train.py's evaluation), then
     the three checks that a constant answer cannot pass:
       best_constant_success   the best success of one fixed answer played on every level
-                              (sokoban.constant_successes), the policy's 3 commonest included;
+                              (constant_successes), the policy's 3 commonest included;
       board_ablation_success  success when every prompt shows another level's board
                               (level i sees level i+1's): a policy that reads the board drops;
-      distinct_answers        how many different answer sequences the policy played (distinct).
+      distinct_answers        how many different answer sequences the policy played (distinct);
+    and success_each, one character 0/1 per level in order (compare.py pairs runs by it).
     `chunks(level indices)` yields the parts played together (train.py: a part at a time under
-    a progress bar)."""
-    levels = tuple(make_level(s, args) for s in seeds)
+    a progress bar). `game` is the environment module (this one; env_planpath passes itself):
+    its make_level, make_tasks, episode_metrics and constant_successes."""
+    game = game or sys.modules[__name__]
+    levels = tuple(game.make_level(s, args) for s in seeds)
     trajectories, final, ablated = [], [], []
     for part in chunks(list(range(len(levels)))):
-        played = atgrpo.parallel_rollout(make_tasks(None, args, [levels[i] for i in part]), sample)
+        played = atgrpo.parallel_rollout(game.make_tasks(None, args, [levels[i] for i in part]), sample)
         trajectories, final = trajectories + played[0], final + played[1]
-        decoys = make_tasks(None, args, [levels[(i + 1) % len(levels)] for i in part])
-        ablated += atgrpo.parallel_rollout(make_tasks(None, args, [levels[i] for i in part]), sample, decoys)[1]
-    log = episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
-    log["board_ablation_success"] = episode_metrics([], ablated)["success"]
+        decoys = game.make_tasks(None, args, [levels[(i + 1) % len(levels)] for i in part])
+        ablated += atgrpo.parallel_rollout(game.make_tasks(None, args, [levels[i] for i in part]), sample, decoys)[1]
+    log = game.episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
+    log["board_ablation_success"] = game.episode_metrics([], ablated)["success"]
     answers = Counter("".join(t.answers).replace("-", "") for t in final)
     commonest, budget = tuple(a for a, _ in answers.most_common(3) if a), args.max_turns * args.moves_per_turn
-    constants = {**sokoban.constant_successes(levels, budget),  # cached: the same test levels every time
-                 **sokoban.constant_successes(levels, budget, commonest)}
+    constants = {**game.constant_successes(levels, budget),  # cached: the same test levels every time
+                 **game.constant_successes(levels, budget, commonest)}
     log["best_constant_success"] = max(constants.values())
     log["distinct_answers"] = distinct(t.answers for t in final)
+    log["success_each"] = "".join(str(int(t.solved)) for t in final)
     return log
 
 

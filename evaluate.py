@@ -4,10 +4,12 @@
     python evaluate.py --model runs/mt/checkpoint --json      # a trained run (its args.json is read)
     python evaluate.py --model Qwen/Qwen2.5-0.5B --n 500      # a hub model (needs the network)
     python evaluate.py --env sokoban --model runs/at/checkpoint
+    python evaluate.py --env planpath --model runs/planpath/checkpoint
 
 Search: the MT-GRPO paper's Table 5 metrics (Zeng et al. 2025, arXiv 2505.11821), each as a
 rate (fraction of its maximum, averaged over episodes) and in reward units. Sokoban (AT-GRPO):
-success rate, moves played, and the box-goal distance left. Any train.py flag that shapes the
+success rate, moves played, and the box-goal distance left; Plan-Path the same with the moves
+to the goal left. Any train.py flag that shapes the
 task (--size, --reverse-steps, --max-turns, --one-shot, --test-questions ...) may follow; for a
 run's checkpoint the run's own settings are the defaults.
 """
@@ -35,7 +37,7 @@ TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retr
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--model", default=BUNDLED, help="checkpoint folder, hub id or the bundled model")
-    p.add_argument("--env", choices=["search", "sokoban"], help="default: the run's, else search")
+    p.add_argument("--env", choices=["search", "sokoban", "planpath"], help="default: the run's, else search")
     p.add_argument("--split", choices=["test", "train"], default="test")
     p.add_argument("--n", type=int, default=64, help="questions or levels")
     p.add_argument("--chunk", type=int, default=16, help="questions or levels played together (one batch per turn)")
@@ -70,8 +72,8 @@ def load_policy(path, args, device):
     if args.policy == "per-role" and not per_role:
         raise SystemExit(f"{path}: a per-role checkpoint has planner/ and executor/ subfolders")
     if args.policy != "per-role" and per_role:
-        raise SystemExit(f"{path} holds one model per role (a per-role Sokoban run): "
-                         "evaluate it with --env sokoban")
+        raise SystemExit(f"{path} holds one model per role (a per-role Sokoban or Plan-Path "
+                         "run): evaluate it with the run's --env")
     roles = ("planner", "executor") if per_role else ("policy",)
     return train.load_models(roles, path, device, subfolders=True)
 

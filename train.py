@@ -1,15 +1,17 @@
-"""Train LLM agents with turn-level credit: MT-GRPO on Wikipedia search, AT-GRPO on Sokoban.
+"""Train LLM agents with turn-level credit: MT-GRPO on Wikipedia search, AT-GRPO on Sokoban and
+Plan-Path.
 
     python train.py --algo mt                                 # search agent, CPU, bundled model
     python train.py --algo mt --model Qwen/Qwen2.5-0.5B       # the same on one CUDA GPU (bf16)
     python train.py --env sokoban --algo at                   # planner + executor, shared policy
     python train.py --env sokoban --algo at --policy per-role # one model per role
+    python train.py --env planpath --algo at                  # reach a goal cell, planner + executor
 
 One training step, in order:
   1. rollout     search: G two-turn episodes per question (policy.play_episodes);
-                 sokoban: AT-GRPO tree sampling, K candidates per (level, agent, turn)
+                 sokoban, planpath: AT-GRPO tree sampling, K candidates per (level, agent, turn)
   2. rewards     search: turn reward R^T and outcome reward R^O (rewards.py);
-                 sokoban: each candidate scored on its own copy of the level (atgrpo.tree_step)
+                 sokoban, planpath: each candidate scored on its own copy of the level (atgrpo.tree_step)
   3. advantages  mtgrpo.turn_advantages (OR / MR / MT) or atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update)
@@ -29,6 +31,7 @@ from tqdm import tqdm
 import atgrpo
 import checkpoint
 import env_search
+import env_planpath
 import env_sokoban
 import mtgrpo
 import questions as qa
@@ -42,11 +45,11 @@ from policy import chat_sampler, check_context, load_model, pick_device, play_ep
 
 # ---------------------------------------------------------------- search (MT-GRPO)
 def load_task(args):
-    """(data, training pool, test items): search: the retriever and the questions; sokoban: no
-    data, level seeds below 10**9 to train on and from 10**9 on to test."""
+    """(data, training pool, test items): search: the retriever and the questions; sokoban and
+    planpath: no data, level seeds below 10**9 to train on and from 10**9 on to test."""
     try:
-        if args.env == "sokoban":
-            env_sokoban.make_level(0, args)  # can such a level exist?
+        if args.env in GAMES:
+            GAMES[args.env].make_level(0, args)  # can such a level exist?
             return None, range(10 ** 9), [10 ** 9 + i for i in range(args.eval_n)]
         retriever = retrieval.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
         if args.retriever_url:
@@ -83,20 +86,25 @@ def search_step(models, tok, questions, retriever, args):
     return samples, n_generated, log
 
 
-# ---------------------------------------------------------------- sokoban (AT-GRPO)
+# ---------------------------------------------------------------- sokoban and planpath (AT-GRPO)
+GAMES = {"sokoban": env_sokoban, "planpath": env_planpath}  # the same interface: ROLES, STOP_STRINGS,
+# make_level, make_tasks, episode_metrics, evaluate
+
+
 def role_models(models):
     """role -> model: a shared policy plays every role."""
-    return {r: models.get(r, models.get("policy")) for r in env_sokoban.ROLES}
+    return {r: models.get(r, models.get("policy")) for r in env_sokoban.ROLES}  # planner, executor
 
 
-def sokoban_step(models, tok, seeds, args):
+def game_step(models, tok, seeds, args):
     """AT-GRPO tree sampling (rewards are scored inside: they choose the branch), then group
     advantages; or the GRPO baseline's parallel trajectories."""
-    sample = chat_sampler(role_models(models), tok, args, env_sokoban.STOP_STRINGS)
-    make_task = lambda seed: env_sokoban.make_tasks([seed], args)[0]  # noqa: E731
+    game = GAMES[args.env]
+    sample = chat_sampler(role_models(models), tok, args, game.STOP_STRINGS)
+    make_task = lambda seed: game.make_tasks([seed], args)[0]  # noqa: E731
     samples, played, final = atgrpo.rollout_samples(make_task, seeds, sample, args.num_generations,
                                                     args.algo, args.scale_rewards)
-    return samples, sum(sum(s.mask) for s in samples), env_sokoban.episode_metrics(played, final)
+    return samples, sum(sum(s.mask) for s in samples), game.episode_metrics(played, final)
 
 
 def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate"):
@@ -104,9 +112,9 @@ def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, des
     `chunk` at a time (default: as many episodes as a training step plays) under a progress bar;
     search also gives exact_match_each, one character 0/1 per question in order."""
     chunk = chunk or args.batch_size * args.num_generations
-    if args.env == "sokoban":
-        sample = chat_sampler(role_models(models), tok, args, env_sokoban.STOP_STRINGS, greedy)
-        return env_sokoban.evaluate(sample, items, args, lambda levels: in_chunks(levels, chunk, desc, "level"))
+    if args.env in GAMES:
+        sample = chat_sampler(role_models(models), tok, args, GAMES[args.env].STOP_STRINGS, greedy)
+        return GAMES[args.env].evaluate(sample, items, args, lambda levels: in_chunks(levels, chunk, desc, "level"))
     envs = []
     for part in in_chunks(items, chunk, desc, "question"):
         envs += make_envs(part, data, args)
@@ -168,6 +176,8 @@ TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate"
                      ("board_ablation_success", "success, another level's board"),
                      ("distinct_answers", "distinct answer sequences"), ("box_distance", "box-goal distance (cells)"),
                      ("reward_planner", "planner reward"), ("reward_executor", "executor reward")]}
+TABLE["planpath"] = [("distance", "moves to the goal left") if k == "box_distance" else (k, what)
+                     for k, what in TABLE["sokoban"]]
 
 
 def main(argv=None):
@@ -242,7 +252,7 @@ def train(args):
         if args.env == "search":  # steps 1-3: rollout, rewards, advantages
             samples, n_generated, line = search_step(models, tok, batch, data, args)
         else:
-            samples, n_generated, line = sokoban_step(models, tok, batch, args)
+            samples, n_generated, line = game_step(models, tok, batch, args)
         t_generate = time.time() - t0
         phase(step, "update")
         line = {"step": step, **line, **update(models, ref, optimizers, samples, args),  # steps 4-5

@@ -152,7 +152,7 @@ def test_a_per_role_checkpoint_on_search_names_the_problem(tmp_path):
     for role in ("planner", "executor"):
         os.makedirs(tmp_path / "ckpt" / role)
     args = train.parse_args([])
-    with pytest.raises(SystemExit, match="per-role Sokoban run"):
+    with pytest.raises(SystemExit, match="per-role Sokoban or Plan-Path run"):
         evaluate.load_policy(str(tmp_path / "ckpt"), args, "cpu")
 
 

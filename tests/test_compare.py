@@ -267,3 +267,26 @@ def test_a_damaged_run_folder_is_one_line(tmp_path, monkeypatch, damage, message
     with pytest.raises(SystemExit, match=f"{message}.*; fix or delete that run folder") as stop:
         compare.main(["--env", "search", "--out", out, "--algos", "mt", "--report-only"])
     assert "\n" not in str(stop.value.code)
+
+
+def test_planpath_runs_the_paper_s_four_setups_and_pairs_them_by_level(tmp_path, monkeypatch):
+    """--env planpath runs single-agent GRPO, two-agent GRPO, AT-GRPO shared and per-role, each
+    with its own flags; the report pairs them level by level (success_each)."""
+    out = str(tmp_path)
+    calls = []
+    monkeypatch.setattr(compare, "execute", lambda cmd, out_file, threads, echo: calls.append(cmd) or (0, 1.0))
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    compare.main(["--env", "planpath", "--out", out, "--", "--steps", "2"])  # execute is faked: nothing runs
+    tails = {os.path.basename(c[c.index("--out") + 1]): c[c.index("--algo") + 1:] for c in calls}
+    assert tails["grpo-solo"][0] == "grpo" and "--single-agent" in tails["grpo-solo"]
+    assert tails["at-roles"][0] == "at" and tails["at-roles"][-4:] == ["--steps", "2", "--policy", "per-role"]
+    assert tails["grpo"][0] == "grpo" and "--single-agent" not in tails["grpo"] and "--policy" not in tails["grpo"]
+    for name, each, flags in (("at", "1100", {}), ("grpo", "1000", {}), ("grpo-solo", "0000", {"single_agent": True}),
+                              ("at-roles", "1110", {"policy": "per-role"})):
+        algo = compare.VARIANTS.get(name, (name,))[0]
+        make_run(out, algo, "planpath", log=[{"step": 0, "eval_success": each.count("1") / 4, "eval_success_each": each}],
+                 name=name, **flags)
+    compare.main(["--env", "planpath", "--out", out, "--report-only"])
+    text = open(os.path.join(out, "results.md")).read()
+    assert "| AT-GRPO − GRPO | +0.250 |" in text and "| AT-GRPO − GRPO one agent | +0.500 |" in text
+    assert "| AT-GRPO per-role − GRPO | +0.500 |" in text and "| 1 × 4 |" in text and "seeds × levels" in text

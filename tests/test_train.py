@@ -340,7 +340,7 @@ def test_sokoban_defaults_are_the_documented_setup(tmp_path, capsys):
     assert train.parse_args(["--resume", str(run)]).learning_rate == 3e-5  # a run's own settings win
     with pytest.raises(SystemExit):
         train.parse_args(["--help"])
-    assert "(default: 8; sokoban: 4)" in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
+    assert "(default: 8; sokoban: 4; planpath: 4)" in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
     with pytest.raises(SystemExit):
         train.parse_args(["--env", "sokoban", "--min-solution", "5", "--max-solution", "4"])
 
@@ -394,3 +394,21 @@ def test_a_prompt_longer_than_the_context_is_refused_before_any_work(tmp_path, t
                     "--out", str(out)])
     assert not out.exists()
     assert "note: 2 of the 2 test questions are also training questions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--algo", "grpo"], ["--single-agent", "true"], ["--policy", "per-role"]])
+def test_planpath_trains_in_the_paper_s_four_setups(tmp_path, tiny_model_dir, monkeypatch, extra):
+    """--env planpath runs through the same atgrpo.py and update as Sokoban, and its evaluation
+    logs the per-level successes compare.py pairs runs by."""
+    calls = spy_updates(monkeypatch)
+    monkeypatch.setattr(train, "chat_sampler", scripted_moves)
+    flags = sokoban_flags(tmp_path, tiny_model_dir, "planpath", *extra)
+    history = train.main(["--env" if f == "--env" else "planpath" if f == "sokoban" else f for f in flags])
+    last = history[-1]
+    assert {"success", "distance", "eval_best_constant_success", "eval_board_ablation_success"} <= set(last)
+    assert len(last["eval_success_each"]) == 2 and set(last["eval_success_each"]) <= {"0", "1"}
+    roles = set().union(*(r for _, r in calls))
+    assert roles == ({"executor"} if "--single-agent" in extra else {"planner", "executor"})
+    assert len({model for model, _ in calls}) == (2 if "per-role" in extra else 1)
+    args = json.loads((tmp_path / "planpath" / "args.json").read_text())
+    assert (args["env"], args["positions"], args["scale_rewards"]) == ("planpath", True, "group")

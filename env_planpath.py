@@ -1,0 +1,385 @@
+"""Plan-Path, the AT-GRPO paper's grid-navigation task ("Stronger Together: On-Policy RL for
+Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062): reach the goal cell of a grid with
+walls, one move (U, D, L, R) at a time. The paper's largest planning gain is here (Qwen3-1.7B:
+GRPO 11 %, AT-GRPO 96 %). Read top to bottom: the grid, the solver, the rewards, the levels,
+the two-role task, then what training needs around it, and a command line
+(`python env_planpath.py --seed 3 --play`, `python env_planpath.py --constants`).
+
+How this differs from the paper. Its planning MAS pairs a planner with a tool agent that writes
+code (a BFS, say) which is executed. Here no model output is ever executed: as in env_sokoban.py,
+each turn the planner proposes moves, which are tried on a copy of the grid, and the executor,
+who sees the result, answers the moves really played. A 135M model cannot write a working BFS,
+running model code is a sandbox problem this project leaves out, and one move a turn gives each
+turn its own reward, the dense signal that per-turn groups compare.
+
+Rewards, from the public code (PettingLLMs, pettingllms/multi_agent_env/stateful/env_state.py,
+PlanPathGridEnvState.step_single): -0.01 a move or -0.10 a blocked move (instead), shaping
+phi' - phi, +1 on reaching the goal and +0.5 more if in the optimal number of moves. The code's
+phi is minus the Manhattan distance, with a 0.99 discount; ours is minus the BFS distance (walls
+count: "closer" is closer along a real path) without the discount, which pays for standing still
+(0.01 * distance a blocked move). An agent's reward is local + alpha * team (the paper's); the
+team reward is ours: the drop in BFS distance over the turn, +1 when the turn reaches the goal.
+
+The observation is designed for a small model: the grid with one token per cell (as Sokoban's
+board), and with positions=True (the default) a line saying in coordinates and in words where
+the goal is from you ("2 rows down and 1 column left"); the way around walls is not said.
+"""
+import argparse
+import functools
+import itertools
+import random
+import sys
+from collections import deque
+from dataclasses import dataclass, replace
+
+import env_sokoban
+from sokoban import MOVES, in_range, moves_in
+
+STEP_REWARD, INVALID_REWARD = -0.01, -0.10  # a move; a blocked move (instead)
+SHAPING, GOAL_REWARD, OPTIMAL_BONUS = 1.0, 1.0, 0.5
+FORMAT_PENALTY = -3.0  # an answer with no readable move: below any move's reward (a move away from
+# the goal costs -0.01 - 1 - alpha * 1), else a group holding wrong moves teaches answering nothing
+WALL_RATIO = 0.2  # inner cells that are walls (the paper's code: 0.22 of a 10 x 10 grid, no border)
+CONSTANT_LENGTH = 6  # every move string up to this length: 5,460 fixed answers
+ROLES = env_sokoban.ROLES
+STOP_STRINGS = env_sokoban.STOP_STRINGS
+
+
+# ---------------------------------------------------------------- the grid
+@dataclass(frozen=True)
+class Grid:
+    """One position. Immutable: a move makes a new Grid, so copies cost nothing."""
+    walls: frozenset  # (row, col) of every wall cell
+    goal: tuple
+    pos: tuple        # where you are
+    shape: tuple      # (height, width); cells outside count as walls
+
+
+def parse_grid(text):
+    """A Grid from text rows: # wall, . floor, @ you, G goal."""
+    rows = text.split("\n")
+    cells = {(r, c): s for r, row in enumerate(rows) for c, s in enumerate(row)}
+    unknown = set(cells.values()) - set("#.@G")
+    if unknown:
+        raise ValueError(f"unknown grid symbols {sorted(unknown)}; use # . @ G")
+    where = {s: [cell for cell, x in cells.items() if x == s] for s in "@G"}
+    if len(where["@"]) != 1 or len(where["G"]) != 1:
+        raise ValueError(f"a grid needs one @ and one G, found {len(where['@'])} and {len(where['G'])}")
+    return Grid(frozenset(c for c, s in cells.items() if s == "#"), where["G"][0], where["@"][0],
+                (len(rows), max(len(row) for row in rows)))
+
+
+def render(grid):
+    """The grid as text rows; parse_grid(render(g)) == g."""
+    symbol = lambda cell: "#" if cell in grid.walls else "@" if cell == grid.pos else "G" if cell == grid.goal else "."
+    return "\n".join("".join(symbol((r, c)) for c in range(grid.shape[1])) for r in range(grid.shape[0]))
+
+
+def grid_text(grid):
+    """The grid as the model sees it: cells separated by spaces and floor drawn as _, so that
+    every cell is one token of the bundled tokenizer and a column is a fixed token distance."""
+    return "\n".join(" ".join("_" if s == "." else s for s in row) for row in render(grid).split("\n"))
+
+
+def is_wall(grid, cell):
+    r, c = cell
+    return cell in grid.walls or not (0 <= r < grid.shape[0] and 0 <= c < grid.shape[1])
+
+
+def move(grid, m):
+    """(the grid after move m, blocked): a move into a wall or off the grid leaves it unchanged."""
+    dr, dc = MOVES[m]
+    cell = (grid.pos[0] + dr, grid.pos[1] + dc)
+    return (grid, True) if is_wall(grid, cell) else (replace(grid, pos=cell), False)
+
+
+# ---------------------------------------------------------------- the solver
+@functools.lru_cache(maxsize=1 << 12)
+def distances(walls, goal, shape):
+    """{cell: moves to the goal} for every cell that can reach it (BFS from the goal)."""
+    grid, far, queue = Grid(walls, goal, goal, shape), {goal: 0}, deque([goal])
+    while queue:
+        cell = queue.popleft()
+        for dr, dc in MOVES.values():
+            nxt = (cell[0] + dr, cell[1] + dc)
+            if nxt not in far and not is_wall(grid, nxt):
+                far[nxt] = far[cell] + 1
+                queue.append(nxt)
+    return far
+
+
+def distance(grid):
+    """The fewest moves from you to the goal, None if it cannot be reached."""
+    return distances(grid.walls, grid.goal, grid.shape).get(grid.pos)
+
+
+def optimal_moves(grid):
+    """The first moves that lie on some shortest path to the goal ("" at the goal)."""
+    d = distance(grid)
+    return "".join(m for m in MOVES if d and not move(grid, m)[1] and distance(move(grid, m)[0]) == d - 1)
+
+
+def solve(grid):
+    """One shortest move string (ties in the order U, D, L, R); None if the goal is out of reach."""
+    if distance(grid) is None:
+        return None
+    moves = ""
+    while grid.pos != grid.goal:
+        moves += optimal_moves(grid)[0]
+        grid = move(grid, moves[-1])[0]
+    return moves
+
+
+# ---------------------------------------------------------------- rewards
+def play(grid, moves, start_distance, played=0):
+    """Play moves in order, stopping at the goal. Returns (grid after, local reward, blocked moves,
+    moves played). Per move: STEP_REWARD (INVALID_REWARD if blocked) + SHAPING * (distance before -
+    after), + GOAL_REWARD on reaching the goal, + OPTIMAL_BONUS if the episode reached it in
+    start_distance moves; `played` is how many moves the episode had played before these."""
+    reward = blocked = n = 0
+    for m in moves:
+        if grid.pos == grid.goal:
+            break
+        after, stuck = move(grid, m)
+        n, blocked = n + 1, blocked + stuck
+        reward += (INVALID_REWARD if stuck else STEP_REWARD) + SHAPING * (distance(grid) - distance(after))
+        if after.pos == after.goal:
+            reward += GOAL_REWARD + (OPTIMAL_BONUS if played + n == start_distance else 0.0)
+        grid = after
+    return grid, reward, blocked, n
+
+
+def team_reward(before, after):
+    """The team's progress over one turn: distance before - after, + GOAL_REWARD if now there."""
+    bonus = GOAL_REWARD if after.pos == after.goal and before.pos != before.goal else 0.0
+    return distance(before) - distance(after) + bonus
+
+
+# ---------------------------------------------------------------- levels
+def level_for(seed, size=7, wall_ratio=WALL_RATIO, solution=(3, 4)):
+    """A seeded level: a size x size room with a wall border, each inner cell a wall with
+    probability wall_ratio, and a start and goal whose shortest path is solution[0] to
+    solution[1] moves (None: no limit). Drawn again up to 1000 times, then ValueError."""
+    low, high = solution
+    if size < 3 or low < 1 or (high is not None and high < low):
+        raise ValueError(f"size {size} must be at least 3 and the path length {low} to {high} at least 1 "
+                         "and in order")
+    rng = random.Random(seed)
+    inner = [(r, c) for r in range(1, size - 1) for c in range(1, size - 1)]
+    border = frozenset((r, c) for r in range(size) for c in range(size)) - set(inner)
+    for _ in range(1000):
+        walls = frozenset(cell for cell in inner if rng.random() < wall_ratio)
+        floor = [cell for cell in inner if cell not in walls]
+        if len(floor) < 2:
+            continue
+        start, goal = rng.sample(floor, 2)
+        grid = Grid(border | walls, goal, start, (size, size))
+        if distance(grid) is not None and in_range(distance(grid), (low, high)):
+            return grid
+    raise ValueError(f"no level with a path of {low} to {high or 'any'} moves in 1000 tries: change the size "
+                     f"({size}) or the path length")
+
+
+@functools.lru_cache(maxsize=8)
+def constant_successes(levels, budget, answers=None):
+    """{answer: fraction of `levels` it solves} for every fixed answer, a move string played again
+    and again, whatever the grid, until `budget` moves are played or the goal is reached: every
+    string up to CONSTANT_LENGTH moves, or only `answers` (a tuple). A policy that does not read
+    the grid can do no better than the best of these."""
+    strings = answers if answers is not None else [
+        "".join(p) for n in range(1, CONSTANT_LENGTH + 1) for p in itertools.product("UDLR", repeat=n)]
+    return {s: sum(reaches(level, (s * budget)[:budget]) for level in levels) / len(levels) for s in strings}
+
+
+def reaches(grid, moves):
+    """Do these moves, played in order, reach the goal at some point?"""
+    for m in moves:
+        grid = move(grid, m)[0]
+        if grid.pos == grid.goal:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- the two-role task
+RULES = ("Plan-Path: walk from @ to the goal G on the grid.\n"
+         "Symbols: # wall, _ floor, @ you, G goal. Rows count down from 0 at the top, columns right "
+         "from 0 at the left.\nMoves: U up (row - 1), D down (row + 1), L left (column - 1), R right "
+         "(column + 1). A move into a wall does nothing.\n")
+TEAM = ("You are the {} of a team of two: the planner proposes moves, they are tried on a copy "
+        "of the grid, and the executor sees the result and decides the moves really played.")
+SYSTEM_PROMPTS = {"planner": RULES + TEAM.format("planner"), "executor": RULES + TEAM.format("executor"),
+                  "solo": RULES + "Your moves are played on the grid."}
+
+
+def where(grid):
+    """Your position and the goal's in coordinates and, from you, in words."""
+    dr, dc = grid.goal[0] - grid.pos[0], grid.goal[1] - grid.pos[1]
+    count = lambda n, unit, ways: f"{abs(n)} {unit}{'s' * (abs(n) != 1)} {ways[n > 0]}"
+    words = " and ".join(count(n, unit, ways) for n, unit, ways in
+                         ((dr, "row", ("up", "down")), (dc, "column", ("left", "right"))) if n)
+    return (f"You are at (row {grid.pos[0]}, column {grid.pos[1]}); the goal is at (row {grid.goal[0]}, "
+            f"column {grid.goal[1]}): {words or 'here'}.")
+
+
+class PlanPathTask(env_sokoban.SokobanTask):
+    """One level played in turns, with env_sokoban.SokobanTask's workflow, turn bookkeeping
+    (done, copy, restart, act, whose move it is) and attributes: the planner proposes moves,
+    played on a copy, and the executor, seeing the result, plays moves on the real grid; with
+    planner=False (the single-agent baseline) the executor plays alone. An answer counts up to
+    moves_per_turn moves. The episode ends at the goal or after max_turns turns. act(role, text)
+    returns local + alpha * team over the planner's copy or the real grid; an answer without
+    readable moves gets FORMAT_PENALTY (team 0). Only the grid, the messages and the rewards are
+    Plan-Path's own, below."""
+
+    def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, positions=True):
+        super().__init__(level, max_turns, alpha, planner, moves_per_turn, positions=positions)
+
+    @property
+    def solved(self):
+        return self.state.pos == self.state.goal
+
+    def messages(self, role):
+        """The chat messages [system, user] for `role`, who must act next."""
+        self._check(role)
+        answer = env_sokoban.ANSWER_FORMAT[1] if self.moves_per_turn == 1 else \
+            env_sokoban.ANSWER_FORMAT["n"].format(self.moves_per_turn)
+        lines = [f"Turn {self.turn + 1} of {self.max_turns}. The grid:", grid_text(self.state),
+                 where(self.state) if self.positions else "", self.observation, answer]
+        user = "\n".join(line for line in lines if line)
+        return [{"role": "system", "content": SYSTEM_PROMPTS[role if self.planner else "solo"]},
+                {"role": "user", "content": user}]
+
+    def _play(self, moves):
+        """(grid after, local reward, blocked, moves played) of moves from the current grid."""
+        return play(self.state, moves, distance(self.level), self.moves)
+
+    def _propose(self, moves):
+        """The planner: play the proposal on a copy and show the result to the executor."""
+        self.next_role = "executor"
+        if moves is None:
+            self.observation = "The planner's answer had no readable moves: there is no proposal."
+            return FORMAT_PENALTY
+        after, local, blocked, _ = self._play(moves)
+        self.observation = (f"The planner proposes: {' '.join(moves)}\nPlayed on a copy of the grid, the "
+                            f"proposal gives:\n{grid_text(after)}\n{progress(self.state, after, blocked)}")
+        return local + self.alpha * team_reward(self.state, after)
+
+    def _execute(self, moves):
+        """The executor: play the moves on the real grid and end the turn."""
+        before = self.state
+        if moves is None:
+            local = FORMAT_PENALTY
+            self.observation = "Last turn's answer had no readable moves: nothing was played."
+        else:
+            self.state, local, blocked, played = self._play(moves)
+            self.moves += played
+            self.observation = f"Last turn these moves were played: {' '.join(moves)}\n{progress(before, self.state, blocked)}"
+        self.answers += ("".join(moves) if moves else "-",)
+        self.turn += 1
+        self.next_role = self.roles[0]
+        return local + self.alpha * team_reward(before, self.state)
+
+
+def progress(before, after, blocked):
+    """One line: at the goal, closer, farther or no nearer, and the blocked moves."""
+    d0, d1 = distance(before), distance(after)
+    said = "The goal is reached" if d1 == 0 else "Closer to the goal" if d1 < d0 else \
+        "Farther from the goal" if d1 > d0 else "No nearer to the goal"
+    return f"{said}, blocked moves: {blocked}."
+
+
+# ---------------------------------------------------------------- levels, metrics and checks for training
+def make_level(seed, args):
+    """A seeded level with the curriculum knobs (grid size, path length)."""
+    return level_for(seed, args.size, solution=(args.min_solution, args.max_solution or None))
+
+
+def make_tasks(seeds, args, levels=None):
+    """One PlanPathTask per seed (or per level given), with the task's knobs."""
+    levels = levels or [make_level(s, args) for s in seeds]
+    return [PlanPathTask(level, args.max_turns, args.team_alpha, not args.single_agent, args.moves_per_turn,
+                         args.positions) for level in levels]
+
+
+def episode_metrics(played, final):
+    """Success rate, turns and moves played, the moves to the goal left, and the mean reward of
+    each role's played answers."""
+    log = {"success": sum(t.solved for t in final) / len(final),
+           "turns": sum(t.turn for t in final) / len(final),
+           "moves": sum(t.moves for t in final) / len(final),
+           "distance": sum(distance(t.state) for t in final) / len(final)}
+    for role in ROLES:
+        rewards = [r for who, r in played if who == role]
+        if rewards:
+            log[f"reward_{role}"] = sum(rewards) / len(rewards)
+    return log
+
+
+def evaluate(sample, seeds, args, chunks=lambda levels: [levels]):
+    """env_sokoban.evaluate on Plan-Path levels: success and the checks a constant answer cannot
+    pass (best_constant_success, board_ablation_success: level i shown level i+1's grid,
+    distinct_answers), and success_each, one character 0/1 per level, for compare.py."""
+    return env_sokoban.evaluate(sample, seeds, args, chunks, game=sys.modules[__name__])
+
+
+# ---------------------------------------------------------------- command line
+def play_in_terminal(level, lines, out):
+    """A person plays: each line holds moves ("u", "r r", "up left"); "reset" starts over, "quit" stops."""
+    grid, played = level, 0
+    print('moves: u/d/l/r or up/down/left/right; "reset" starts over, "quit" stops', file=out)
+    print(grid_text(grid), where(grid), sep="\n", file=out)
+    for line in lines:
+        word = line.strip().lower()
+        if word == "quit":
+            return
+        if word == "reset":
+            grid, played = level, 0
+        elif (moves := moves_in(line)) is None:
+            print("no moves read; try: r, up left, reset, quit", file=out)
+            continue
+        else:
+            before = grid
+            grid, reward, blocked, n = play(grid, moves, distance(level), played)
+            played += n
+            print(f"reward {reward:+.2f}. {progress(before, grid, blocked)}", file=out)
+        print(grid_text(grid), where(grid), sep="\n", file=out)
+        if grid.pos == grid.goal:
+            print(f"goal reached in {played} moves (shortest: {distance(level)})", file=out)
+            return
+
+
+def constants_report(args):
+    """The best fixed answers on the test levels train.py evaluates on, and how varied they are."""
+    levels = tuple(level_for(10 ** 9 + i, args.size, solution=(args.min_solution, args.max_solution or None))
+                   for i in range(args.n))
+    best = sorted(constant_successes(levels, args.max_turns).items(), key=lambda kv: -kv[1])[:5]
+    print(f"{args.n} test levels, size {args.size}, paths of {args.min_solution} to {args.max_solution} moves, "
+          f"{args.max_turns} moves: best constant answers " + ", ".join(f"{a} {s:.3f}" for a, s in best))
+    print(f"mean shortest path {sum(distance(g) for g in levels) / len(levels):.2f} moves; first move optimal: " +
+          ", ".join(f"{m} {sum(m in optimal_moves(g) for g in levels) / len(levels):.2f}" for m in MOVES))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seed", type=int, default=0, help="the level to play")
+    p.add_argument("--play", action="store_true", help="play the level by hand (reads moves from stdin)")
+    p.add_argument("--constants", action="store_true", help="the best fixed answers on the test levels")
+    p.add_argument("--size", type=int, default=7, help="grid size including the wall border")
+    p.add_argument("--min-solution", type=int, default=3, help="shortest path at least this many moves")
+    p.add_argument("--max-solution", type=int, default=4, help="shortest path at most this many moves (0: no limit)")
+    p.add_argument("--max-turns", type=int, default=4, help="moves a fixed answer plays (--constants)")
+    p.add_argument("--n", type=int, default=64, help="test levels (--constants)")
+    args = p.parse_args(argv)
+    try:
+        if args.constants:
+            return constants_report(args)
+        level = level_for(args.seed, args.size, solution=(args.min_solution, args.max_solution or None))
+    except ValueError as e:
+        p.error(str(e))
+    if args.play:
+        return play_in_terminal(level, sys.stdin, sys.stdout)
+    print(grid_text(level), where(level), f"shortest path: {solve(level)} ({distance(level)} moves)", sep="\n")
+
+
+if __name__ == "__main__":
+    main()

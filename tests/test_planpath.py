@@ -1,0 +1,175 @@
+"""env_planpath.py: the grid, the BFS solver (two optimal paths, walls, no path), the rewards by
+hand (closer, farther, blocked, the goal with and without the optimal bonus, the team reward),
+the two-role task, the levels and their fixed answers, and the task played through atgrpo.py
+and the evaluation with scripted policies."""
+import re
+from types import SimpleNamespace as NS
+
+import pytest
+
+import atgrpo
+import env_planpath as pp
+
+OPEN = pp.parse_grid("#####\n#@..#\n#...#\n#..G#\n#####")  # two ways round: D first or R first
+WALLED = pp.parse_grid("#####\n#@#G#\n#...#\n#####")  # Manhattan 2, BFS 4 (D R R U)
+SHUT = pp.parse_grid("#####\n#@#G#\n#####")
+
+
+def test_parse_and_render_round_trip_and_bad_grids():
+    assert pp.render(OPEN) == "#####\n#@..#\n#...#\n#..G#\n#####"
+    assert (OPEN.pos, OPEN.goal, OPEN.shape) == ((1, 1), (3, 3), (5, 5))
+    assert pp.grid_text(WALLED) == "# # # # #\n# @ # G #\n# _ _ _ #\n# # # # #"
+    with pytest.raises(ValueError, match=r"unknown grid symbols \['x'\]"):
+        pp.parse_grid("#x@G#")
+    with pytest.raises(ValueError, match="one @ and one G, found 1 and 0"):
+        pp.parse_grid("#@.#")
+
+
+def test_a_move_into_a_wall_or_off_the_grid_is_blocked():
+    assert pp.move(WALLED, "R") == (WALLED, True)  # a wall
+    assert pp.move(pp.parse_grid("@.G"), "U") == (pp.parse_grid("@.G"), True)  # off the grid
+    after, blocked = pp.move(WALLED, "D")
+    assert not blocked and after.pos == (2, 1) and after.walls == WALLED.walls
+
+
+def test_the_solver_finds_every_optimal_first_move_and_counts_walls():
+    assert pp.distance(OPEN) == 4 and pp.optimal_moves(OPEN) == "DR"
+    assert pp.solve(OPEN) == "DDRR"
+    assert pp.distance(WALLED) == 4 and pp.optimal_moves(WALLED) == "D"  # Manhattan would say 2, and R
+    assert pp.solve(WALLED) == "DRRU" and pp.reaches(WALLED, "DRRU")
+    assert pp.distance(SHUT) is None and pp.solve(SHUT) is None and pp.optimal_moves(SHUT) == ""
+
+
+def test_local_rewards_by_hand():
+    at = lambda grid, pos: pp.Grid(grid.walls, grid.goal, pos, grid.shape)  # noqa: E731
+    assert pp.play(WALLED, "D", 4)[1:] == (pytest.approx(-0.01 + 1.0), 0, 1)  # closer: 0.99
+    assert pp.play(at(OPEN, (2, 2)), "U", 2)[1] == pytest.approx(-0.01 - 1.0)  # farther: -1.01
+    assert pp.play(WALLED, "R", 4)[1:] == (pytest.approx(-0.10), 1, 1)  # blocked: no shaping
+    # the goal in the optimal 4 moves: 4 * 0.99 + 1 + 0.5; one blocked move first: no bonus
+    assert pp.play(WALLED, "DRRU", 4)[1] == pytest.approx(4 * 0.99 + 1.0 + 0.5)
+    assert pp.play(WALLED, "RDRRU", 4)[1] == pytest.approx(-0.10 + 4 * 0.99 + 1.0)
+    after, reward, blocked, played = pp.play(WALLED, "DRRUDD", 4)  # play stops at the goal
+    assert after.pos == after.goal and played == 4 and reward == pytest.approx(5.46)
+
+
+def test_the_optimal_bonus_counts_the_moves_of_earlier_turns():
+    """The +0.5 is for reaching the goal in the shortest number of moves over the episode: four
+    turns of one move each on WALLED get it at the last move; one blocked turn first does not."""
+    task = pp.PlanPathTask(WALLED, max_turns=5, alpha=0.0, planner=False)
+    rewards = [task.act("executor", f"<answer>{m}</answer>") for m in "DRRU"]
+    assert task.solved and rewards[-1] == pytest.approx(0.99 + 1.0 + 0.5)
+    late = pp.PlanPathTask(WALLED, max_turns=5, alpha=0.0, planner=False)
+    rewards = [late.act("executor", f"<answer>{m}</answer>") for m in "RDRRU"]
+    assert late.solved and rewards[-1] == pytest.approx(0.99 + 1.0)
+
+
+def test_team_reward_and_the_agent_reward_with_alpha():
+    two_closer = pp.play(WALLED, "DR", 4)[0]
+    assert pp.team_reward(WALLED, two_closer) == 2
+    one_left = pp.play(WALLED, "DRR", 4)[0]
+    assert pp.team_reward(one_left, pp.move(one_left, "U")[0]) == 1 + 1.0  # + the goal
+    assert pp.team_reward(two_closer, pp.move(two_closer, "L")[0]) == -1
+    task = pp.PlanPathTask(WALLED, alpha=0.5, planner=False)
+    assert task.act("executor", "<answer>D</answer>") == pytest.approx(0.99 + 0.5 * 1)
+
+
+def test_an_answer_without_moves_costs_more_than_any_move():
+    task = pp.PlanPathTask(WALLED, planner=False)
+    assert task.act("executor", "I would go down.") == pp.FORMAT_PENALTY == -3.0
+    assert task.answers == ("-",) and task.state == WALLED
+    worst = -0.01 - pp.SHAPING - 1.0 * 1  # farther, local and team at alpha 1
+    assert pp.FORMAT_PENALTY < worst
+
+
+def test_the_two_role_task():
+    task = pp.PlanPathTask(WALLED, max_turns=2)
+    with pytest.raises(ValueError, match="planner's move, not the executor's"):
+        task.act("executor", "<answer>D</answer>")
+    branch = task.copy()
+    assert branch.messages("planner") == task.messages("planner")
+    assert task.act("planner", "<answer>D</answer>") == pytest.approx(0.99 + 1)
+    assert task.state == WALLED  # the proposal is played on a copy
+    executor_sees = task.messages("executor")[1]["content"]
+    assert "The planner proposes: D" in executor_sees and "Closer to the goal, blocked moves: 0." in executor_sees
+    assert branch.next_role == "planner" and branch.observation == ""  # acting on task left the copy alone
+    task.act("executor", "<answer>R</answer>")  # blocked
+    assert (task.turn, task.moves, task.answers, task.state) == (1, 1, ("R",), WALLED)
+    task.act("planner", "<answer>D</answer>")
+    task.act("executor", "<answer>D</answer>")
+    assert task.done and not task.solved and task.answers == ("R", "D")
+    with pytest.raises(ValueError, match="over"):
+        task.act("planner", "<answer>D</answer>")
+    again = task.restart()
+    assert again.state == WALLED and again.turn == 2 and task.state != WALLED
+    solo = pp.PlanPathTask(WALLED, planner=False)
+    assert solo.roles == ("executor",) and "Your moves are played on the grid." in solo.messages("executor")[0]["content"]
+
+
+def test_the_user_message_says_where_the_goal_is():
+    text = pp.PlanPathTask(OPEN).messages("planner")[1]["content"]
+    assert "You are at (row 1, column 1); the goal is at (row 3, column 3): 2 rows down and 2 columns right." in text
+    assert "(row 1" not in pp.PlanPathTask(OPEN, positions=False).messages("planner")[1]["content"]
+
+
+def test_levels_are_seeded_and_their_paths_in_bounds():
+    assert pp.level_for(5) == pp.level_for(5) and pp.level_for(5) != pp.level_for(6)
+    assert all(3 <= pp.distance(pp.level_for(s)) <= 4 for s in range(200))
+    assert {pp.distance(pp.level_for(s, 8, solution=(1, None))) for s in range(200)} >= {1, 2, 5}
+    with pytest.raises(ValueError, match="at least 3"):
+        pp.level_for(0, size=2)
+    with pytest.raises(ValueError, match="in order"):
+        pp.level_for(0, solution=(4, 3))
+    with pytest.raises(ValueError, match="no level with a path of 30 to any moves"):
+        pp.level_for(0, size=5, solution=(30, None))
+
+
+def test_fixed_answers_by_hand_and_on_the_default_test_levels():
+    right, down = pp.parse_grid("@.G"), pp.parse_grid("@\n.\nG")
+    found = pp.constant_successes((right, down), 3, ("R", "D", "RD", "U"))
+    assert found == {"R": 0.5, "D": 0.5, "RD": 0.5, "U": 0.0}  # RD: R, D (blocked), R reaches the right one
+    assert pp.constant_successes((right, down), 3, ("RRD",))["RRD"] == 0.5
+    levels = tuple(pp.level_for(10 ** 9 + i) for i in range(64))
+    assert max(pp.constant_successes(levels, 4).values()) == 0.125  # measured: UL, ULUL, ... 8 of 64
+
+
+# ---------------------------------------------------------------- through atgrpo.py and the evaluation
+def grid_in(messages):
+    """The current grid of a prompt (the first one shown), read back from its text."""
+    text = messages[-1]["content"].split("The grid:\n")[1]
+    rows = [r for r in text.split("\n") if re.fullmatch(r"[#_@G ]+", r)]
+    return pp.parse_grid("\n".join(r.replace(" ", "").replace("_", ".") for r in rows[:rows[0].count(" ") + 1]))
+
+
+def scripted(answer):
+    """A sample(role, message_lists) that answers answer(grid) for every prompt."""
+    return lambda role, lists: [([1, 2], [3], f"<answer>{answer(grid_in(m))}</answer>") for m in lists]
+
+
+ARGS = NS(size=7, min_solution=3, max_solution=4, max_turns=4, team_alpha=1.0, single_agent=False,
+          moves_per_turn=1, positions=True)
+
+
+def test_tree_sampling_and_trajectories_through_atgrpo():
+    calls = iter(["U", "D", "L", "R"] * 100)
+    sample = lambda role, lists: [([1], [2], f"<answer>{next(calls)}</answer>") for _ in lists]  # noqa: E731
+    make = lambda seed: pp.PlanPathTask(WALLED, max_turns=2)  # noqa: E731
+    samples, played, final = atgrpo.rollout_samples(make, [7], sample, 4, "at")
+    groups = sorted({s.group for s in samples})
+    assert groups == [f"level 7 / {r} / turn {t}" for r in ("executor", "planner") for t in (1, 2)]
+    first = [s for s in samples if s.group == "level 7 / planner / turn 1"]
+    # U, L, R are blocked (-0.10 each), D goes closer (0.99 + 1): D's advantage is the only positive one
+    assert [s.rewards[0] for s in first] == pytest.approx([-0.10, 1.99, -0.10, -0.10])
+    assert [s.adv[-1] > 0 for s in first] == [False, True, False, False]
+    assert final[0].state.pos == (2, 1) or final[0].turn == 2
+    samples, played, final = atgrpo.rollout_samples(make, [7], sample, 4, "grpo")
+    assert len(final) == 4 and {s.group for s in samples} == {"trajectories of level 7"}
+
+
+def test_the_evaluation_with_a_solver_and_with_a_fixed_answer():
+    seeds = [10 ** 9 + i for i in range(8)]
+    solver = pp.evaluate(scripted(lambda g: pp.solve(g)[0]), seeds, ARGS)
+    assert solver["success"] == 1.0 and solver["success_each"] == "1" * 8 and solver["distance"] == 0
+    assert solver["board_ablation_success"] < 1.0  # it solves another level's grid instead
+    assert solver["best_constant_success"] < 1.0
+    right = pp.evaluate(scripted(lambda g: "R"), seeds, ARGS)
+    assert right["distinct_answers"] == 1 and right["success"] <= right["best_constant_success"]
