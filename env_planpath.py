@@ -348,6 +348,25 @@ def play_in_terminal(level, lines, out):
             return
 
 
+def follow_words(levels, turns, around_walls=False):
+    """Success of a policy that reads only the positions line: the row move it names first, then
+    the column move; with around_walls, the first of the two that is not blocked. How far the
+    words go without the grid (docs/planpath.md)."""
+    def pick(grid):
+        named = [m for m, n in (("DU"[grid.goal[0] < grid.pos[0]], grid.goal[0] - grid.pos[0]),
+                                ("RL"[grid.goal[1] < grid.pos[1]], grid.goal[1] - grid.pos[1])) if n]
+        free = [m for m in named if not move(grid, m)[1]]
+        return (free if around_walls and free else named)[0]
+    solved = 0
+    for grid in levels:
+        for _ in range(turns):
+            grid = move(grid, pick(grid))[0]
+            if grid.pos == grid.goal:
+                solved += 1
+                break
+    return solved / len(levels)
+
+
 def constants_report(args):
     """The best fixed answers on the test levels train.py evaluates on, and how varied they are."""
     levels = tuple(level_for(10 ** 9 + i, args.size, solution=(args.min_solution, args.max_solution or None))
@@ -357,6 +376,8 @@ def constants_report(args):
           f"{args.max_turns} moves: best constant answers " + ", ".join(f"{a} {s:.3f}" for a, s in best))
     print(f"mean shortest path {sum(distance(g) for g in levels) / len(levels):.2f} moves; first move optimal: " +
           ", ".join(f"{m} {sum(m in optimal_moves(g) for g in levels) / len(levels):.2f}" for m in MOVES))
+    print(f"following the words line alone: {follow_words(levels, args.max_turns):.3f}; the words and a step "
+          f"around a blocked cell: {follow_words(levels, args.max_turns, around_walls=True):.3f}")
 
 
 def main(argv=None):

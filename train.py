@@ -150,7 +150,16 @@ def update(models, ref, optimizers, samples, args):
             log.update({(k if name == "policy" else f"{k}_{name}"): v for k, v in stats.items()})
     token_adv = torch.tensor([a for s in samples for a, m in zip(s.adv, s.mask) if m])
     return {**log, "adv_mean": token_adv.mean().item(), "adv_std": token_adv.std().item(),
-            "t_update": time.time() - t0}
+            **signal(samples), "t_update": time.time() - t0}
+
+
+def signal(samples):
+    """The signal meter: how many groups the step had, and the fraction of them whose every
+    sample has advantage 0 on every trained token (equal rewards, or one sample: no gradient)."""
+    silent = {}
+    for s in samples:
+        silent[s.group] = silent.get(s.group, True) and not any(a for a, m in zip(s.adv, s.mask) if m)
+    return {"groups": len(silent), "zero_adv_groups": sum(silent.values()) / len(silent)}
 
 
 def load_models(roles, path, device, subfolders=False):
@@ -261,7 +270,8 @@ def train(args):
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
             line.update(run_eval(step))
         write(line)
-        bar.set_postfix({k: f"{line[k]:.2f}" for k, _ in TABLE[args.env][:3] if k in line})
+        bar.set_postfix({**{k: f"{line[k]:.2f}" for k, _ in TABLE[args.env][:3] if k in line},
+                         "zero-adv groups": f"{line['zero_adv_groups']:.2f}"})
         if step % args.save_every == 0 or step == args.steps:
             phase(step, "save checkpoint")
             checkpoint.save_checkpoint(models, tok, optimizers, step, rng, args.out)

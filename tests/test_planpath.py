@@ -173,3 +173,13 @@ def test_the_evaluation_with_a_solver_and_with_a_fixed_answer():
     assert solver["best_constant_success"] < 1.0
     right = pp.evaluate(scripted(lambda g: "R"), seeds, ARGS)
     assert right["distinct_answers"] == 1 and right["success"] <= right["best_constant_success"]
+
+
+def test_following_the_words_goes_round_a_wall_only_when_told():
+    """WALLED: the words say "2 columns right" (row 1 = goal row), R is blocked; rows-first
+    words never leave the start, around_walls has no free named move either (R only) and stays.
+    OPEN: D D R R by the words, 4 moves."""
+    assert pp.follow_words([WALLED], 4) == 0 and pp.follow_words([WALLED], 4, around_walls=True) == 0
+    assert pp.follow_words([OPEN], 4) == 1 and pp.follow_words([OPEN], 3) == 0
+    detour = pp.parse_grid("#####\n#@..#\n##..#\n#..G#\n#####")  # D blocked at the start: R then D
+    assert pp.follow_words([detour], 4) == 0 and pp.follow_words([detour], 4, around_walls=True) == 1

@@ -19,6 +19,7 @@ import retrieval
 import rewards
 import show
 import train
+from sample import Sample
 
 DOCS = [{"title": "Paris", "text": "Paris is the capital and largest city of France."},
         {"title": "Berlin", "text": "Berlin is the capital and largest city of Germany."}]
@@ -405,10 +406,25 @@ def test_planpath_trains_in_the_paper_s_four_setups(tmp_path, tiny_model_dir, mo
     flags = sokoban_flags(tmp_path, tiny_model_dir, "planpath", *extra)
     history = train.main(["--env" if f == "--env" else "planpath" if f == "sokoban" else f for f in flags])
     last = history[-1]
-    assert {"success", "distance", "eval_best_constant_success", "eval_board_ablation_success"} <= set(last)
+    assert {"success", "distance", "groups", "zero_adv_groups", "eval_best_constant_success",
+            "eval_board_ablation_success"} <= set(last)
     assert len(last["eval_success_each"]) == 2 and set(last["eval_success_each"]) <= {"0", "1"}
     roles = set().union(*(r for _, r in calls))
     assert roles == ({"executor"} if "--single-agent" in extra else {"planner", "executor"})
     assert len({model for model, _ in calls}) == (2 if "per-role" in extra else 1)
     args = json.loads((tmp_path / "planpath" / "args.json").read_text())
     assert (args["env"], args["positions"], args["scale_rewards"]) == ("planpath", True, "group")
+
+
+def test_the_signal_meter_counts_groups_without_gradient():
+    """Three groups: equal rewards (advantage 0 everywhere), one sample (0 by group_norm), and
+    two samples that differ; only the last carries a gradient. A nonzero advantage on a masked
+    (prompt) token does not count."""
+    equal = mtgrpo.group_norm(torch.tensor([[0.5, 0.5, 0.5]]))[0].tolist()
+    single = mtgrpo.group_norm(torch.tensor([[0.9]]))[0].tolist()
+    differ = mtgrpo.group_norm(torch.tensor([[1.0, 0.0]]))[0].tolist()
+    make = lambda group, a, prompt_adv=0.0: Sample(ids=[1, 2, 3], mask=[0, 1, 1], adv=[prompt_adv, a, a], group=group)  # noqa: E731
+    samples = [make("equal", a, prompt_adv=7.0) for a in equal] + [make("single", a) for a in single] + \
+        [make("differ", a) for a in differ]
+    assert train.signal(samples) == {"groups": 3, "zero_adv_groups": pytest.approx(2 / 3)}
+    assert train.signal([make("differ", a) for a in differ]) == {"groups": 1, "zero_adv_groups": 0.0}
