@@ -22,7 +22,7 @@ team reward is ours: the drop in BFS distance over the turn, +1 when the turn re
 
 The observation is designed for a small model: the grid with one token per cell (as Sokoban's
 board), and with positions=True (the default) a line saying in coordinates and in words where
-the goal is from you ("2 rows down and 1 column left"); the way around walls is not said.
+the goal is from you ("2 rows down (D) and 1 column left (L)"); the way around walls is not said.
 """
 import argparse
 import functools
@@ -212,11 +212,13 @@ SYSTEM_PROMPTS = {"planner": RULES + TEAM.format("planner"), "executor": RULES +
 
 
 def where(grid):
-    """Your position and the goal's in coordinates and, from you, in words."""
+    """Your position and the goal's in coordinates and, from you, in words with the move letters
+    ("2 rows up (U) and 1 column left (L)"): a letter to copy is easier for a small model than a word
+    to translate (docs/results-planpath.md)."""
     dr, dc = grid.goal[0] - grid.pos[0], grid.goal[1] - grid.pos[1]
     count = lambda n, unit, ways: f"{abs(n)} {unit}{'s' * (abs(n) != 1)} {ways[n > 0]}"
     words = " and ".join(count(n, unit, ways) for n, unit, ways in
-                         ((dr, "row", ("up", "down")), (dc, "column", ("left", "right"))) if n)
+                         ((dr, "row", ("up (U)", "down (D)")), (dc, "column", ("left (L)", "right (R)"))) if n)
     return (f"You are at (row {grid.pos[0]}, column {grid.pos[1]}); the goal is at (row {grid.goal[0]}, "
             f"column {grid.goal[1]}): {words or 'here'}.")
 

@@ -107,7 +107,7 @@ def test_the_two_role_task():
 
 def test_the_user_message_says_where_the_goal_is():
     text = pp.PlanPathTask(OPEN).messages("planner")[1]["content"]
-    assert "You are at (row 1, column 1); the goal is at (row 3, column 3): 2 rows down and 2 columns right." in text
+    assert "You are at (row 1, column 1); the goal is at (row 3, column 3): 2 rows down (D) and 2 columns right (R)." in text
     assert "(row 1" not in pp.PlanPathTask(OPEN, positions=False).messages("planner")[1]["content"]
 
 
