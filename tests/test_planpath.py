@@ -183,3 +183,39 @@ def test_following_the_words_goes_round_a_wall_only_when_told():
     assert pp.follow_words([OPEN], 4) == 1 and pp.follow_words([OPEN], 3) == 0
     detour = pp.parse_grid("#####\n#@..#\n##..#\n#..G#\n#####")  # D blocked at the start: R then D
     assert pp.follow_words([detour], 4) == 0 and pp.follow_words([detour], 4, around_walls=True) == 1
+
+
+def test_rollout_groups_counts_zero_advantage_groups_unreadable_answers_and_first_moves(tmp_path, capsys):
+    """scripts/rollout_groups.py on two hand-made groups: one whose two candidates got the same
+    reward (zero advantage), one with an R, a U and an unreadable answer (the format penalty)."""
+    import json
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+    import rollout_groups
+    rows = [("a", 1.0, ["<answer>", "R", "</answer>"]), ("a", 1.0, ["<answer>", "r", "</answer>"]),
+            ("b", 0.5, ["<answer>", "U", "</answer>"]), ("b", 0.5, ["<answer>", "Up", "</answer>"]),
+            ("b", pp.FORMAT_PENALTY, ["<answer>", "north", "</answer>"])]
+    (tmp_path / "rollouts").mkdir()
+    with open(tmp_path / "rollouts" / "step_3.jsonl", "w") as f:
+        for group, reward, tokens in rows:
+            f.write(json.dumps({"group": group, "rewards": [reward], "tokens": tokens}) + "\n")
+    n, zero, unreadable, moves = rollout_groups.step_report(tmp_path / "rollouts" / "step_3.jsonl")
+    assert (n, zero, unreadable) == (2, 0.5, 0.2)
+    assert (moves["R"], moves["U"], moves["D"], moves["L"], moves[""]) == (2, 2, 0, 0, 1)
+    rollout_groups.main([str(tmp_path)])
+    assert "| 3 | 2 | 0.50 | 0.20 | 2 | 0 | 0 | 2 |" in capsys.readouterr().out
+
+
+def test_the_no_r_rule_of_planpath_solved_sets():
+    """OPEN needs R twice, which the rule never plays (D D, then U U back up); a goal straight
+    down it reaches, and one up-left past a wall (U blocked at first: L, U, L, three moves)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+    import planpath_solved_sets as sets
+    assert sets.named_moves(OPEN) == ["D", "R"] and not sets.no_r_solves(OPEN, 4)
+    assert sets.no_r_solves(pp.parse_grid("###\n#@#\n#.#\n#G#\n###"), 4)
+    round_wall = pp.parse_grid("#####\n#G.##\n##.@#\n#...#\n#####")
+    assert sets.named_moves(round_wall) == ["U", "L"] and sets.no_r_solves(round_wall, 3)
+    assert not sets.no_r_solves(round_wall, 2)
