@@ -230,15 +230,17 @@ def paired_difference(a, b, resamples=2000, seed=0):
 
 
 def intervals(env, runs, algos):
-    """Table rows for the pairs of PAIRS whose runs all logged EACH at their last evaluation, over
-    the same questions (levels); [] otherwise."""
+    """Table rows for the pairs of PAIRS, over the seeds whose runs of both setups logged EACH at
+    their last evaluation (a seed not yet run, or run before EACH existed, is left out), when
+    those cover the same questions (levels); the last column says how many seeds were paired."""
     each = {a: [r["evals"][-1].get("eval_" + EACH[env]) if r["evals"] else None for r in runs[a]] for a in algos}
     rows = []
     for a, b in PAIRS[env]:
-        if a in each and b in each and all(each[a] + each[b]) and len({len(x) for x in each[a] + each[b]}) == 1:
-            mean, low, high = paired_difference(each[a], each[b])
+        pairs = [(x, y) for x, y in zip(each.get(a, []), each.get(b, [])) if x and y]
+        if pairs and len({len(x) for pair in pairs for x in pair}) == 1:
+            mean, low, high = paired_difference(*zip(*pairs))
             rows.append([f"{NAMES[a]} − {NAMES[b]}", f"{mean:+.3f}", f"{low:+.3f} to {high:+.3f}",
-                         f"{len(each[a])} × {len(each[a][0])}"])
+                         f"{len(pairs)} × {len(pairs[0][0])}"])
     return rows
 
 

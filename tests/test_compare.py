@@ -3,6 +3,7 @@ optional plots, and one end-to-end comparison on a tiny model that is then exten
 import dataclasses
 import json
 import os
+import shutil
 import sys
 
 import pytest
@@ -195,8 +196,15 @@ def test_search_report_gives_intervals_for_the_pairs(tmp_path, monkeypatch):
     assert "| MT-GRPO − GRPO-OR | +0.500 |" in text and "| GRPO-MR − GRPO-OR | +0.250 |" in text
     make_run(out, "mr", log=search_log(3), name="mr-s1", seed=1)  # a run without per-question results
     compare.main(["--env", "search", "--out", out, "--seeds", "0", "1", "--report-only"])
+    text = open(os.path.join(out, "results.md")).read()  # MR - OR over seed 0 only: 1 of 4 questions
+    assert "| GRPO-MR − GRPO-OR | +0.250 | +0.000 to +0.750 | 1 × 4 |" in text
+    assert "| MT-GRPO − GRPO-OR | +0.500 |" in text and "| MT-GRPO − GRPO-MR | +0.250 | +0.000 to +0.750 | 1 × 4 |" in text
+    for algo in ("mt", "mr"):  # seed 1 of MT and MR not run yet: MT - MR has no seed to pair
+        shutil.rmtree(os.path.join(out, f"{algo}-s1"))
+    shutil.rmtree(os.path.join(out, "mt-s0"))
+    compare.main(["--env", "search", "--out", out, "--seeds", "0", "1", "--report-only"])
     text = open(os.path.join(out, "results.md")).read()
-    assert "GRPO-MR − GRPO-OR" not in text and "| MT-GRPO − GRPO-OR | +0.500 |" in text
+    assert "MT-GRPO − GRPO-MR" not in text and "| GRPO-MR − GRPO-OR | +0.250 |" in text
 
 
 def test_report_only_on_a_folder_without_runs_is_refused(tmp_path):
