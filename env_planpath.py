@@ -223,6 +223,13 @@ def where(grid):
             f"column {grid.goal[1]}): {words or 'here'}.")
 
 
+def named_moves(grid):
+    """The moves the positions line names, the row move first: ["U", "L"] for "2 rows up (U) and
+    1 column left (L)"."""
+    (r, c), (gr, gc) = grid.pos, grid.goal
+    return [m for m, n in (("DU"[gr < r], gr - r), ("RL"[gc < c], gc - c)) if n]
+
+
 class PlanPathTask(env_sokoban.SokobanTask):
     """One level played in turns, with env_sokoban.SokobanTask's workflow, turn bookkeeping
     (done, copy, restart, act, whose move it is) and attributes: the planner proposes moves,
@@ -355,8 +362,7 @@ def follow_words(levels, turns, around_walls=False):
     the column move; with around_walls, the first of the two that is not blocked. How far the
     words go without the grid (docs/planpath.md)."""
     def pick(grid):
-        named = [m for m, n in (("DU"[grid.goal[0] < grid.pos[0]], grid.goal[0] - grid.pos[0]),
-                                ("RL"[grid.goal[1] < grid.pos[1]], grid.goal[1] - grid.pos[1])) if n]
+        named = named_moves(grid)
         free = [m for m in named if not move(grid, m)[1]]
         return (free if around_walls and free else named)[0]
     solved = 0

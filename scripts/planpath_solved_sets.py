@@ -19,16 +19,10 @@ import env_planpath as pp  # noqa: E402
 import records  # noqa: E402
 
 
-def named_moves(grid):
-    """The moves the positions line names: the row move first, then the column move."""
-    (r, c), (gr, gc) = grid.pos, grid.goal
-    return [m for m, n in (("DU"[gr < r], gr - r), ("RL"[gc < c], gc - c)) if n]
-
-
 def no_r_solves(grid, turns):
     """The "words, no R" rule: the first named move other than R that is not blocked, else U."""
     for _ in range(turns):
-        free = [m for m in named_moves(grid) if m != "R" and not pp.move(grid, m)[1]]
+        free = [m for m in pp.named_moves(grid) if m != "R" and not pp.move(grid, m)[1]]
         grid = pp.move(grid, (free or ["U"])[0])[0]
         if grid.pos == grid.goal:
             return True
@@ -38,9 +32,9 @@ def no_r_solves(grid, turns):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run folders (--out) with log.jsonl and args.json")
+    runs, args = p.parse_args(argv).runs, config.parse_args(["--env", "planpath"])
     print("| run | step | solved | goal to the right | inside 'words' | inside 'words, no R' |\n|---|---|---|---|---|---|")
-    for run in p.parse_args(argv).runs:
-        args = config.parse_args(["--env", "planpath"])
+    for run in runs:
         try:
             saved = records.read_json(os.path.join(run, "args.json"))
             evals = [r for r in records.read_jsonl(os.path.join(run, "log.jsonl"), {"step": int})
@@ -55,11 +49,11 @@ def main(argv=None):
         solved = [g for g, c in zip(levels, each) if c == "1"]
         words = sum(pp.follow_words([g], turns) == 1 for g in solved)
         no_r = sum(no_r_solves(g, turns) for g in solved)
-        right = sum("R" in named_moves(g) for g in solved)
+        right = sum("R" in pp.named_moves(g) for g in solved)
         print(f"| {run} | {evals[-1]['step']} | {len(solved)} | {right} | {words} | {no_r} |")
     levels_all = [pp.level_for(10 ** 9 + i, args.size, solution=(args.min_solution, args.max_solution or None))
                   for i in range(args.eval_n)]
-    print(f"\nOn the {args.eval_n} default test levels: goal to the right {sum('R' in named_moves(g) for g in levels_all)}, "
+    print(f"\nOn the {args.eval_n} default test levels: goal to the right {sum('R' in pp.named_moves(g) for g in levels_all)}, "
           f"'words' solves {sum(pp.follow_words([g], args.max_turns) == 1 for g in levels_all)}, "
           f"'words, no R' {sum(no_r_solves(g, args.max_turns) for g in levels_all)}.")
 

@@ -6,7 +6,8 @@ For each OUT/rollouts/step_N.jsonl: the number of (environment, agent, turn) gro
 fraction whose candidates all got the same reward (zero advantage: no gradient; the same
 measure train.py logs as zero_adv_groups for runs made after it existed), the fraction of
 answers without a readable move (reward at most the format penalty), and how many answers
-begin with each move U, D, L, R. Used for docs/results-planpath.md on a run that predates the logged meter.
+begin with each move U, D, L, R (the first-move counts of docs/results-planpath.md, and the
+meter for runs made before train.py logged it).
 """
 import argparse
 import collections

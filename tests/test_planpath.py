@@ -214,8 +214,8 @@ def test_the_no_r_rule_of_planpath_solved_sets():
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
     import planpath_solved_sets as sets
-    assert sets.named_moves(OPEN) == ["D", "R"] and not sets.no_r_solves(OPEN, 4)
+    assert pp.named_moves(OPEN) == ["D", "R"] and not sets.no_r_solves(OPEN, 4)
     assert sets.no_r_solves(pp.parse_grid("###\n#@#\n#.#\n#G#\n###"), 4)
     round_wall = pp.parse_grid("#####\n#G.##\n##.@#\n#...#\n#####")
-    assert sets.named_moves(round_wall) == ["U", "L"] and sets.no_r_solves(round_wall, 3)
+    assert pp.named_moves(round_wall) == ["U", "L"] and sets.no_r_solves(round_wall, 3)
     assert not sets.no_r_solves(round_wall, 2)

@@ -99,8 +99,9 @@ def test_greedy_equals_generate_on_the_bundled_model(bf16, monkeypatch):
         for prompt, a, b in zip(prompts, ours, ref):
             if a == b:
                 continue
-            j = next(k for k in range(min(len(a), len(b)) + 1) if k == min(len(a), len(b)) or a[k] != b[k])
-            assert j < min(len(a), len(b)), "same tokens, but one row stopped earlier"
+            n = min(len(a), len(b))
+            j = next((k for k in range(n) if a[k] != b[k]), n)
+            assert j < n, "same tokens, but one row stopped earlier"
             with torch.no_grad():
                 logits = model(torch.tensor([prompt + a[:j]])).logits[0, -1]
             assert abs(logits[a[j]] - logits[b[j]]) < 0.3, f"not a tie at token {j}: {a[j]} vs {b[j]}"
