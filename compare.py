@@ -43,6 +43,8 @@ ORDER = {"search": ("or", "mr", "mt"), "sokoban": ("grpo", "at"),  # baselines f
 PLOT = {"search": ["tool_execution_rate", "exact_match_rate", "reward"],
         "sokoban": ["success", "best_constant_success", "board_ablation_success"]}
 PLOT["planpath"] = PLOT["sokoban"]
+# the signal meter (train.signal), the first thing to look at when a run does not learn
+SIGNAL = [("groups", "groups per step"), ("zero_adv_groups", "zero-advantage groups (no gradient)")]
 NOTE = {"search": "Training metrics are means over the G sampled rollouts of a step; the evaluation is "
                   "greedy, on the first --eval-n test questions.",
         "sokoban": "Training metrics are not like for like: AT-GRPO's episodes continue from the best of "
@@ -247,19 +249,21 @@ def intervals(env, runs, algos):
 def report(env, out, algos=None, seeds=()):
     """OUT/results.md (also printed): greedy evaluations, training means, each run's command and time."""
     rows, algos = train.TABLE[env], algos or ORDER[env]
-    keys = [k for k, _ in rows]
+    keys = [k for k, _ in rows + SIGNAL]
     runs = {a: [summary(r, keys) for r in run_folders(out, a, seeds).values()] for a in algos}
     n = f" ({len(seeds)} seed{'s' * (len(seeds) > 1)})" if seeds else ""
     evals = [(a, i) for a in algos for i in range(max(len(r["evals"]) for r in runs[a]))]  # (algo, 0: first, 1: last eval)
     step = lambda a, i: "/".join(sorted({str(r["evals"][i]["step"]) for r in runs[a] if len(r["evals"]) > i}))
-    lines = [f"# {' vs '.join(NAMES[a] for a in algos)} ({env}){n}", ""]
+    ran = [a for a in algos if any(r["evals"] or r["train"] for r in runs[a])] or algos  # the title names these
+    lines = [f"# {' vs '.join(NAMES[a] for a in ran)} ({env}){n}", ""]
     lines += table(["greedy eval on test", *(f"{NAMES[a]} step {step(a, i)}" for a, i in evals)],
                    [[label, *(over_seeds([r["evals"][i].get("eval_" + k) for r in runs[a] if len(r["evals"]) > i])
                               for a, i in evals)] for k, label in rows])
     lines += [""] + table(["training mean (sampled), last third", *(NAMES[a] + runs[a][0]["span"] for a in algos)],
                           [[label, *(over_seeds([r["train"].get(k) for r in runs[a]]) for a in algos)]
-                           for k, label in rows])
-    lines += ["", "Rates are fractions of the maximum; rewards are in reward units." +
+                           for k, label in rows + SIGNAL])
+    lines += ["", "Rates are fractions of the maximum; rewards are in reward units. A zero-advantage group "
+                  "(all its rewards equal, or one sample) gives no gradient." +
               (" With several seeds: mean (lowest–highest)." if seeds else "")]
     pairs = intervals(env, runs, algos) if env in PAIRS else []
     if pairs:
@@ -303,7 +307,8 @@ def plot(env, out, algos, seeds=()):
     except ImportError:
         print("pip install -r requirements-plot.txt for the plots")
         return
-    keys = PLOT[env]
+    keys = PLOT[env] + ["zero_adv_groups"]
+    algos = [a for a in algos if any(read_log(r) for r in run_folders(out, a, seeds).values())]
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
     for i, a in enumerate(algos):
         logs, color = [read_log(r) for r in run_folders(out, a, seeds).values()], f"C{i}"
@@ -319,7 +324,7 @@ def plot(env, out, algos, seeds=()):
                         alpha=0.6, color=color, label=f"{NAMES[a]} training (5-step mean)")
     for ax, k in zip(axes[0], keys):
         ax.set(title=k, xlabel="step")
-        if k.endswith(("success", "rate")):  # rates on one 0-1 scale, so a gap of one level looks its size
+        if k.endswith(("success", "rate", "groups")):  # rates on one 0-1 scale, so a gap of one level looks its size
             ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     fig.suptitle(f"{' vs '.join(NAMES[a] for a in algos)} ({env}), against training steps")

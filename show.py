@@ -1,6 +1,7 @@
-"""Credit you can see: one group of rollouts as a self-contained HTML page.
+"""Credit you can see: one group of rollouts as a self-contained HTML page, or AT-GRPO's tree.
 
     python show.py OUT [--step N] [--group I] [--out FILE]
+    python show.py OUT --tree [--step N] [--level E] [--out FILE.svg]   # an --algo at run
 
 reads OUT/rollouts/step_N.jsonl (written at every step by checkpoint.save_rollouts: per sample its
 group, role, per-turn rewards, and per token its text, mask, advantage and turn) and colours every model
@@ -15,6 +16,11 @@ token by the advantage it was trained with:
 
 Prompt and environment tokens (mask 0, no loss) are grey and uncoloured. No JavaScript, no
 external resources: the page opens anywhere.
+
+--tree draws tree sampling on one level as an SVG picture (tree_svg): a column per agent and
+turn, its K candidates with their rewards, the chosen one green, the next column grown from it.
+trajectories_svg draws the GRPO baseline's K independent trajectories the same way (the lesson
+notebook sets the two side by side).
 """
 import argparse
 import glob
@@ -23,7 +29,7 @@ import os
 import re
 import sys
 
-from atgrpo import best_index
+from atgrpo import Group, best_index
 from records import read_json, read_jsonl
 
 KEYS = ("group", "role", "rewards", "tokens", "mask", "adv", "turn")
@@ -226,25 +232,133 @@ def page(out, step, groups, gi):
             f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")
 
 
+# ---------------------------------------------------------------- the AT-GRPO tree as a picture
+W, H, GAP = 132, 38, 34  # node width and height, space between columns (SVG pixels)
+
+
+def short(text, n=16):
+    """What a node shows of an answer: the text after <answer> (a prefill in rollout files) up to
+    the next tag, or the raw text when that is empty; at most n characters."""
+    inside = text.split("<answer>", 1)[-1].split("<", 1)[0]
+    text = " ".join((inside if inside.strip() else text).split()) or "(no text)"
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def tree_svg(groups, title=""):
+    """AT-GRPO tree sampling of one environment as an SVG picture. groups: the atgrpo.Groups of
+    that environment in play order (one column per agent and turn). Each column is one group
+    (env, agent, turn): its K candidates, each with its reward; the chosen one (best reward,
+    ties to the lowest) is green, and every candidate of the next column grows from it, so
+    the K of a column share one prompt (the header counts the distinct prompts)."""
+    columns = [(g.key, g.candidates, g.rewards, g.chosen) for g in groups]
+    links = [(c - 1, columns[c - 1][3], c, k) for c in range(1, len(columns)) for k in range(len(columns[c][1]))]
+    return figure(columns, links, title, [f"group (e, {g.key[1][:8]}, {g.key[2]})" for g in groups])
+
+
+def trajectories_svg(trajectories, title=""):
+    """The GRPO baseline on one environment: K independent trajectories (lists of atgrpo.Turn),
+    one row each; column j holds the K answers of the j-th agent-turn, which, after the first,
+    come from K different prompts. The whole level is one group of K returns."""
+    K, depth = len(trajectories), max(len(t) for t in trajectories)
+    columns = []
+    for j in range(depth):
+        turns = [t[j] if j < len(t) else None for t in trajectories]
+        first = next(t for t in turns if t)
+        columns.append(((None, first.role, first.turn), [t.candidate if t else None for t in turns],
+                        [t.reward if t else None for t in turns], None))
+    links = [(c - 1, k, c, k) for c in range(1, depth) for k in range(K) if columns[c][1][k]]
+    returns = [f"return {sum(t.reward for t in traj):+.2f}" for traj in trajectories]
+    return figure(columns, links, title, ["group (e): returns"] * depth, returns)
+
+
+def figure(columns, links, title, group_names, row_notes=None):
+    """Columns [(key, K candidates, K rewards, chosen index or None)] as boxes, links
+    [(column, row, column, row)] as lines, a start node feeding the first column."""
+    K = max(len(c[1]) for c in columns)
+    x = lambda c: 70 + c * (W + GAP)  # noqa: E731  left edge of column c
+    y = lambda k: 74 + k * (H + 14)  # noqa: E731  top edge of row k
+    start = (y(0) + y(K - 1)) / 2 + H / 2  # the start node, level with the middle row
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{x(len(columns)) + (110 if row_notes else 0)}" '
+           f'height="{y(K) + 10}" font-family="monospace" font-size="12"><rect width="100%" height="100%" fill="white"/>',
+           f'<text x="10" y="18" font-weight="bold">{html.escape(title)}</text>',
+           f'<circle class="start" cx="30" cy="{start}" r="8" fill="#555"/>']
+    out += [line(38, start, x(0), y(k) + H / 2) for k in range(len(columns[0][1]))]
+    out += [line(x(c0) + W, y(k0) + H / 2, x(c1), y(k1) + H / 2) for c0, k0, c1, k1 in links]
+    for c, ((_, role, turn), candidates, rewards, chosen) in enumerate(columns):
+        prompts = len({tuple(cand[0]) for cand in candidates if cand})
+        out.append(f'<text x="{x(c)}" y="40" font-weight="bold">turn {turn} · {html.escape(str(role))}</text>'
+                   f'<text class="group" x="{x(c)}" y="54" fill="#444" font-size="11">{html.escape(group_names[c])}</text>'
+                   f'<text class="prompts" x="{x(c)}" y="66" fill="#444" font-size="11">{prompts} prompt{"s" * (prompts != 1)}</text>')
+        out += [node(x(c), y(k), c, k, cand[2], r, k == chosen)
+                for k, (cand, r) in enumerate(zip(candidates, rewards)) if cand is not None]
+    for k, note in enumerate(row_notes or []):
+        out.append(f'<text class="note" x="{x(len(columns)) - GAP + 8}" y="{y(k) + H / 2 + 4}">{html.escape(note)}</text>')
+    return "\n".join(out + ["</svg>"]) + "\n"
+
+
+def node(left, top, column, row, text, reward, chosen):
+    """One candidate: its answer and reward in a box, green and bold if the episode went on from it."""
+    fill, stroke, width = ("#d7f0dc", "#2a6", 3) if chosen else ("#f6f6f6", "#999", 1)
+    return (f'<g class="node{" chosen" * chosen}" data-column="{column}" data-row="{row}" data-reward="{reward:.4f}">'
+            f'<rect x="{left}" y="{top}" width="{W}" height="{H}" rx="4" fill="{fill}" stroke="{stroke}" '
+            f'stroke-width="{width}"/><text x="{left + 6}" y="{top + 15}">{html.escape(short(text))}</text>'
+            f'<text x="{left + 6}" y="{top + 31}" fill="#333">r = {reward:+.2f}</text></g>')
+
+
+def line(x0, y0, x1, y1):
+    return f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y1}" stroke="#aaa"/>'
+
+
+def level_groups(rows, level=None):
+    """An AT-GRPO run's rollout rows -> the atgrpo.Groups of one level (the first by default)
+    in play order, for tree_svg. Group names read "level E / AGENT / turn T" (tree_samples)."""
+    named = [(re.fullmatch(r"level (.+) / (.+) / turn (\d+)", name), rows) for name, rows in groups_of(rows)]
+    if not named or not all(m for m, _ in named):
+        raise SystemExit("--tree draws AT-GRPO tree sampling; these rollouts are not from a train.py "
+                         "--algo at run (their groups are not 'level E / AGENT / turn T')")
+    levels = list(dict.fromkeys(m.group(1) for m, _ in named))
+    level = levels[0] if level is None else level
+    if level not in levels:
+        raise SystemExit(f"--level {level}: not in this step; its levels are {', '.join(levels)}")
+    groups = []
+    for m, members in named:
+        if m.group(1) == level:
+            candidates = [(prompt_of(r), [t for t, k in zip(r["tokens"], r["mask"]) if k],
+                           "".join(t for t, k in zip(r["tokens"], r["mask"]) if k)) for r in members]
+            rewards = [r["rewards"][0] for r in members]
+            groups.append(Group((level, m.group(2), int(m.group(3))), candidates, rewards, best_index(rewards)))
+    return groups
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="the --out folder of a train.py run")
     p.add_argument("--step", type=int, help="training step (default: the last one saved)")
     p.add_argument("--group", type=int, help="group index (default: the first with a non-zero advantage)")
-    p.add_argument("--out", dest="file", help="HTML file to write (default OUT/show_step_N.html)")
+    p.add_argument("--out", dest="file", help="file to write (default OUT/show_step_N.html, with --tree "
+                   "OUT/tree_step_N.svg)")
+    p.add_argument("--tree", action="store_true", help="draw one level's AT-GRPO tree as an SVG picture instead")
+    p.add_argument("--level", help="with --tree: the level (default: the step's first)")
     a = p.parse_args(argv)
     steps = rollout_steps(a.out)
     step = max(steps) if a.step is None else a.step
     if step not in steps:
         raise SystemExit(f"{a.out}: no rollouts for step {step}; available steps: "
                          + ", ".join(map(str, sorted(steps))))
-    groups = groups_of(read_rollouts(steps[step]))
-    gi = pick_group(groups, a.group)
-    path = a.file or os.path.join(a.out, f"show_step_{step}.html")
+    rows = read_rollouts(steps[step])
+    if a.tree:
+        groups = level_groups(rows, a.level)
+        path = a.file or os.path.join(a.out, f"tree_step_{step}.svg")
+        text = tree_svg(groups, f"AT-GRPO tree sampling, K = {len(groups[0].candidates)}: step {step}, "
+                                f"level e = {groups[0].key[0]}")
+    else:
+        groups = groups_of(rows)
+        path = a.file or os.path.join(a.out, f"show_step_{step}.html")
+        text = page(a.out, step, groups, pick_group(groups, a.group))
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            f.write(page(a.out, step, groups, gi))
+            f.write(text)
     except OSError as e:
         raise SystemExit(f"could not write {path}: {e.strerror or e}; give another --out") from None
     print(path)

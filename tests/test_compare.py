@@ -37,7 +37,7 @@ def search_log(steps, offset=0.0):
     log = [{"step": 0, "eval_reward": 0.5, "eval_exact_match_rate": 0.1, "t_eval": 10.0}]
     for s in range(1, steps + 1):
         line = {"step": s, "reward": s / 10 + offset, "exact_match_rate": s / 100, "tool_execution_rate": 1.0,
-                "t_generate": 1.0, "t_reference": 0.0, "t_update": 2.0}
+                "t_generate": 1.0, "t_reference": 0.0, "t_update": 2.0, "groups": 4, "zero_adv_groups": s / 8}
         if s % 3 == 0:
             line.update(eval_reward=0.5 + s / 10, eval_exact_match_rate=0.1 + s / 10 + offset, t_eval=10.0)
         log.append(line)
@@ -101,6 +101,7 @@ def test_report_table_cells_by_hand(tmp_path, monkeypatch, capsys):
     compare.main(["--env", "search", "--out", out, "--report-only"])
     text = open(os.path.join(out, "results.md")).read()
     assert text in capsys.readouterr().out
+    assert text.startswith("# GRPO-OR vs MT-GRPO (search)\n")  # GRPO-MR has no run: the title leaves it out
     assert "| greedy eval on test | GRPO-OR step 0 | GRPO-OR step 6 | MT-GRPO step 0 | MT-GRPO step 6 |" in text
     # MT-GRPO exact match at step 6: 0.1 + 6/10 + 1.0; GRPO-MR has no run: no columns
     assert "| exact match rate | 0.100 | 0.700 | 0.100 | 1.700 |" in text
@@ -108,6 +109,9 @@ def test_report_table_cells_by_hand(tmp_path, monkeypatch, capsys):
     assert "| training mean (sampled), last third | GRPO-OR steps 5–6 | GRPO-MR | MT-GRPO steps 5–6 |" in text
     assert "| total reward (max 2.6) | 0.550 | — | 1.550 |" in text
     assert "Rates are fractions of the maximum; rewards are in reward units." in text
+    # the signal meter over the last third: 4 groups a step, zero-advantage fraction (5/8 + 6/8) / 2
+    assert "| groups per step | 4.000 | — | 4.000 |" in text
+    assert "| zero-advantage groups (no gradient) | 0.688 | — | 0.688 |" in text
     # time: 6 steps x 3 s + 3 evaluations x 10 s; command: the flags that are not defaults
     assert "| MT-GRPO | 6 | 48 s | `python train.py --env search --algo mt --steps 6 --learning-rate 2e-05 --out " in text
     assert "| GRPO-MR | — | 0 s | not run |" in text

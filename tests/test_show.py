@@ -261,3 +261,106 @@ def test_an_out_that_is_a_file_and_a_page_path_that_is_a_folder(tmp_path):
         show.main([os.path.join(out, "args.json")])
     with pytest.raises(SystemExit, match="could not write .*: Is a directory; give another --out"):
         show.main([out, "--out", str(tmp_path)])
+
+
+# ---------------------------------------------------------------- the AT-GRPO tree as a picture
+class Darts:
+    """A toy two-agent environment: each turn an "aimer" then a "thrower" say a number; an answer
+    scores minus its distance to the turn's target (3, then 7); two turns."""
+    roles = ("aimer", "thrower")
+
+    def __init__(self):
+        self.turn, self.said = 0, []
+
+    @property
+    def done(self):
+        return self.turn >= 2
+
+    def copy(self):
+        twin = Darts()
+        twin.turn, twin.said = self.turn, list(self.said)
+        return twin
+
+    def messages(self, role):
+        return [{"role": "user", "content": f"{role}: {self.said}"}]
+
+    def act(self, role, text):
+        target = (3, 7)[self.turn]
+        self.said.append(text)
+        self.turn += role == "thrower"
+        return -abs(int(text) - target)
+
+
+def answers(role, message_lists):
+    """Always "2", "3", "7", "7" in turn; the prompt ids are the prompt text's characters."""
+    return [([ord(ch) for ch in m[0]["content"]], [0], t) for m, t in zip(message_lists, ["2", "3", "7", "7"] * 9)]
+
+
+def svg_nodes(svg):
+    """[(column, row, reward, chosen)] of the picture's nodes, and its header texts by class."""
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    nodes = [(int(g.get("data-column")), int(g.get("data-row")), float(g.get("data-reward")), "chosen" in g.get("class"))
+             for g in root.iter(ns + "g") if "node" in g.get("class", "")]
+    texts = {}
+    for t in root.iter(ns + "text"):
+        texts.setdefault(t.get("class"), []).append(t.text)
+    return nodes, texts, [(float(l.get("x1")), float(l.get("y1")), float(l.get("x2")), float(l.get("y2")))
+                          for l in root.iter(ns + "line")]
+
+
+def test_tree_picture_of_a_toy_environment():
+    """K = 4 answers 2, 3, 7, 7 at every node. Turn 1 (target 3): rewards -1, 0, -4, -4, the tree
+    goes on from "3" (row 1); turn 2 (target 7): -5, -4, 0, 0, the tie goes to row 2. Every
+    column is one group and one prompt; every node of a column grows from the chosen one before."""
+    from atgrpo import tree_rollout
+    groups, (final,) = tree_rollout([Darts()], ["e"], answers, K=4)
+    nodes, texts, lines = svg_nodes(show.tree_svg(groups, "toy"))
+    rewards = [[r for c, _, r, _ in sorted(nodes) if c == col] for col in range(4)]
+    assert rewards == [[-1, 0, -4, -4], [-1, 0, -4, -4], [-5, -4, 0, 0], [-5, -4, 0, 0]]
+    assert sorted((c, k) for c, k, _, chosen in nodes if chosen) == [(0, 1), (1, 1), (2, 2), (3, 2)]
+    assert texts["group"] == ["group (e, aimer, 1)", "group (e, thrower, 1)", "group (e, aimer, 2)", "group (e, thrower, 2)"]
+    assert texts["prompts"] == ["1 prompt"] * 4
+    assert final.said == ["3", "3", "7", "7"]
+    # column 2's four nodes all start at the right edge of column 1's chosen node (row 1)
+    x = lambda c: 70 + c * (show.W + show.GAP)  # noqa: E731
+    y = lambda k: 74 + k * (show.H + 14) + show.H / 2  # noqa: E731
+    assert sorted(l for l in lines if l[2] == x(2)) == sorted((x(1) + show.W, y(1), x(2), y(k)) for k in range(4))
+
+
+def test_trajectory_picture_of_the_same_toy():
+    """The baseline: four trajectories, one per row, each line stays in its row; after the first
+    answer the four rows have different prompts; each row ends with its return."""
+    from atgrpo import parallel_rollout
+    trajectories, _ = parallel_rollout([Darts() for _ in range(4)], answers)
+    nodes, texts, lines = svg_nodes(show.trajectories_svg(trajectories, "toy"))
+    assert not any(ch for *_, ch in nodes) and len(nodes) == 16
+    assert texts["prompts"] == ["1 prompt", "3 prompts", "3 prompts", "3 prompts"]  # rows 2 and 3 said the same
+    # row 0 always says 2: -1 -1 (target 3) -5 -5 (target 7); row 1 says 3: 0 0 -4 -4; rows 2, 3 say 7: -4 -4 0 0
+    assert texts["note"] == ["return -12.00", "return -8.00", "return -8.00", "return -8.00"]
+    assert all(y1 == y2 for _, y1, _, y2 in lines[4:])  # after the start node's four lines, rows never cross
+
+
+def test_tree_from_a_run_folder(tmp_path):
+    """show.py OUT --tree: the groups of the step's first level, the best reward chosen; a run
+    whose groups are not AT-GRPO's is refused with one line."""
+    def row(group, answer, reward):
+        return {"group": group, "role": group.split(" / ")[1], "rewards": [reward], "tokens": ["P", "<answer>", answer],
+                "mask": [0, 0, 1], "adv": [0.0, 0.0, 1.0], "turn": [0, 0, 1]}
+    rows = [row("level 5 / planner / turn 1", a, r) for a, r in (("U", -0.1), ("R", 1.9))] + \
+        [row("level 5 / executor / turn 1", a, r) for a, r in (("R", 1.9), ("x", -3.0))] + \
+        [row("level 6 / planner / turn 1", a, r) for a, r in (("D", 0.5), ("L", 0.4))]
+    out = make_run(tmp_path, {2: rows}, env="planpath", algo="at")
+    path = show.main([out, "--tree"])
+    assert path.endswith("tree_step_2.svg")
+    nodes, texts, _ = svg_nodes(open(path, encoding="utf-8").read())
+    assert sorted(nodes) == [(0, 0, -0.1, False), (0, 1, 1.9, True), (1, 0, 1.9, True), (1, 1, -3.0, False)]
+    assert texts["group"] == ["group (e, planner, 1)", "group (e, executor, 1)"]
+    nodes, _, _ = svg_nodes(open(show.main([out, "--tree", "--level", "6"]), encoding="utf-8").read())
+    assert sorted(nodes) == [(0, 0, 0.5, True), (0, 1, 0.4, False)]
+    with pytest.raises(SystemExit, match="--level 9: not in this step; its levels are 5, 6"):
+        show.main([out, "--tree", "--level", "9"])
+    search = make_run(tmp_path / "s", {1: SEARCH})
+    with pytest.raises(SystemExit, match="not from a train.py --algo at run"):
+        show.main([search, "--tree"])
