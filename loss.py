@@ -53,10 +53,14 @@ def policy_update(model, optimizer, samples, args, prompt_once=True):
     same loss and gradients as the plain path, with the prompt run once per group instead of once
     per row (tests/test_loss.py: test_the_plain_path_and_the_shared_prompt_give_one_gradient)."""
     device = str(next(model.parameters()).device)
-    n_tokens = sum(sum(s.mask) for s in samples)
+    n_tokens = sum(sum(s.mask) for s in samples)  # |T| counts every row's trained tokens
     totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
-    plain = [(None, [s for s in samples if 1 in s.mask])]
-    for start, group in prompt_groups(samples) if prompt_once else plain:
+    # With beta = 0 a row whose trained tokens all have A_t = 0 (a zero-advantage group) adds 0 to
+    # the loss and its gradient, so it is not run; if every row is such, they all run (the
+    # gradient is 0 and AdamW steps on its moments as usual)
+    rows = [s for s in samples if args.beta > 0 or any(a for a, m in zip(s.adv, s.mask) if m)] or samples
+    plain = [(None, [s for s in rows if 1 in s.mask])]
+    for start, group in prompt_groups(rows) if prompt_once else plain:
         with autocast(device, args.bf16):
             prompt = SharedPrompt(model, group[0].ids[:start], device) if start else None
         for i in range(0, len(group), args.micro_batch_size):
@@ -118,19 +122,16 @@ def token_logprobs(model, ids, attn, temperature, prompt=None):
 
 # ---------------------------------------------------------------- a shared prompt runs once
 def prompt_groups(samples):
-    """[(start, rows)]: runs of consecutive samples with trained tokens that share their first
-    `start` ids, start = the first trained token (the G episodes of one question, the K
-    candidates of an AT-GRPO group). Samples with nothing to train are left out."""
-    groups = []
+    """[(start, rows)]: the samples with trained tokens grouped by their prompt, the ids before
+    the first trained token at `start` (the G episodes of one question, the K candidates of an
+    AT-GRPO group, GRPO trajectories that reached the same state), in order of first appearance.
+    Samples with nothing to train are left out."""
+    groups = {}
     for s in samples:
-        if 1 not in s.mask:
-            continue
-        start = s.mask.index(1)
-        if groups and groups[-1][0] == start and groups[-1][1][0].ids[:start] == s.ids[:start]:
-            groups[-1][1].append(s)
-        else:
-            groups.append((start, [s]))
-    return groups
+        if 1 in s.mask:
+            start = s.mask.index(1)
+            groups.setdefault(tuple(s.ids[:start]), (start, []))[1].append(s)
+    return list(groups.values())
 
 
 class SharedPrompt:

@@ -171,6 +171,57 @@ def test_the_plain_path_and_the_shared_prompt_give_one_gradient(tiny_model_dir, 
     assert same_gradient(update_gradient(model, samples, micro_batch_size=2), want) and calls == [6]
 
 
+def test_trajectories_at_the_same_state_share_one_prompt_run(tiny_model_dir, monkeypatch):
+    """GRPO's K trajectories of a level list their turns trajectory by trajectory, so two rows
+    with one prompt need not stand side by side: they are grouped wherever they stand, the
+    prompt runs once, and the gradient is still that of one full forward per row."""
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(7)
+    rand = lambda n: torch.randint(0, 1000, (n,), generator=g).tolist()
+    turn1, turn2 = rand(6), rand(8)  # trajectory 1: turn 1, turn 2; trajectory 2: turn 1, turn 2
+    samples = [Sample(ids=p + rand(n), mask=[0] * len(p) + [1] * n, adv=[0] * len(p) + [a] * n)
+               for p, n, a in ((turn1, 3, 1.0), (turn2, 2, 1.0), (turn1, 4, -1.0), (turn2 + [1], 2, -1.0))]
+    assert [[samples.index(r) for r in rows] for _, rows in prompt_groups(samples)] == [[0, 2], [1], [3]]
+    want = full_forward_gradient(model, samples)
+    calls = count_prompts(monkeypatch)
+    assert same_gradient(update_gradient(model, samples, micro_batch_size=1), want)
+    assert calls == [6, 8, 9]  # turn 1's prompt once for both trajectories
+
+
+def count_rows(monkeypatch):
+    """The number of rows each forward of policy_update runs."""
+    rows = []
+    forward = loss.token_logprobs
+    monkeypatch.setattr(loss, "token_logprobs", lambda model, ids, *a: rows.append(len(ids)) or forward(model, ids, *a))
+    return rows
+
+
+def test_a_zero_advantage_row_is_not_run_and_changes_nothing(tiny_model_dir, monkeypatch):
+    """beta = 0: a row whose trained tokens all have A = 0 (a group of equal rewards) adds 0 to
+    the loss and the gradient, so it is not run; |T| still counts its tokens. With beta > 0 its
+    KL term counts, so it runs; if every row has A = 0, all run (AdamW steps as before)."""
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(8)
+    rand = lambda n: torch.randint(0, 1000, (n,), generator=g).tolist()
+    live = [Sample(ids=rand(9), mask=[0] * 5 + [1] * 4, adv=[0] * 5 + [a] * 4) for a in (1.0, -1.0)]
+    silent = Sample(ids=rand(8), mask=[0] * 4 + [1] * 4, adv=[0.0] * 8)
+    rows = count_rows(monkeypatch)
+    stats = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1))
+    assert rows == [1, 1]  # the two live rows only
+    assert stats["loss"] == pytest.approx(0.0, abs=1e-7)  # -(4 * 1 - 4 * 1) / 12 tokens
+    assert same_gradient(update_gradient(model, live + [silent]), full_forward_gradient(model, live + [silent]))
+    # |T| = 12 with the silent row, 8 without: the gradient is 8/12 of the live rows' own
+    assert same_gradient(update_gradient(model, live + [silent]) * 12 / 8, update_gradient(model, live))
+    for s in live + [silent]:
+        s.ref_logp = [0.0] * (len(s.ids) - 1)
+    rows.clear()
+    policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1, beta=0.1))
+    assert rows == [1, 1, 1]  # beta > 0: the KL term of the silent row counts
+    rows.clear()
+    policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), [silent], _args(micro_batch_size=1))
+    assert rows == [1]  # nothing but zero advantages: run all
+
+
 def test_grpo_loss_by_hand():
     # two tokens trained, one masked: r = [1.5, 0.5, 2], A = [1, -1, 5], eps 0.2, beta 0.5
     # objective = [min(1.5, 1.2), min(-.5, -.8), -] = [1.2, -0.8]; ref - logp = [0, ln 0.5]:
