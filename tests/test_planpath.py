@@ -187,24 +187,30 @@ def test_following_the_words_goes_round_a_wall_only_when_told():
 
 def test_rollout_groups_counts_zero_advantage_groups_unreadable_answers_and_first_moves(tmp_path, capsys):
     """scripts/rollout_groups.py on two hand-made groups: one whose two candidates got the same
-    reward (zero advantage), one with an R, a U and an unreadable answer (the format penalty)."""
+    reward (zero advantage), one with an R, a U and an unreadable answer; the prefill <answer> is
+    in the prompt, the end-of-turn token <|im_end|> is not read (so "Up" left open is U).
+    The update runs the three rows of group b (a's advantages are 0) and their two prompts: P
+    and Q; by neighbours it would run four (a's P, a's Q, then b's P, Q)."""
     import json
     import os
     import sys
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
     import rollout_groups
-    rows = [("a", 1.0, ["<answer>", "R", "</answer>"]), ("a", 1.0, ["<answer>", "r", "</answer>"]),
-            ("b", 0.5, ["<answer>", "U", "</answer>"]), ("b", 0.5, ["<answer>", "Up", "</answer>"]),
-            ("b", pp.FORMAT_PENALTY, ["<answer>", "north", "</answer>"])]
+    rows = [("a", 1.0, "P", ["<answer>", "R", "</answer>"], 0.0), ("a", 1.0, "Q", ["<answer>", "r", "</answer>"], 0.0),
+            ("b", 0.5, "P", ["<answer>", "U", "</answer>"], 0.7), ("b", 0.5, "Q", ["<answer>", "Up"], 0.7),
+            ("b", pp.FORMAT_PENALTY, "Q", ["<answer>", "north", "</answer>"], -1.4)]
     (tmp_path / "rollouts").mkdir()
     with open(tmp_path / "rollouts" / "step_3.jsonl", "w") as f:
-        for group, reward, tokens in rows:
-            f.write(json.dumps({"group": group, "rewards": [reward], "tokens": tokens}) + "\n")
-    n, zero, unreadable, moves = rollout_groups.step_report(tmp_path / "rollouts" / "step_3.jsonl")
+        for group, reward, prompt, tokens, adv in rows:
+            n = len(tokens)  # the prompt and the prefill <answer>, then the answer and <|im_end|>
+            f.write(json.dumps({"group": group, "rewards": [reward], "tokens": [prompt] + tokens + ["<|im_end|>"],
+                                "mask": [0, 0] + [1] * n, "adv": [0.0] * 2 + [adv] * n}) + "\n")
+    n, zero, unreadable, moves, work = rollout_groups.step_report(tmp_path / "rollouts" / "step_3.jsonl")
     assert (n, zero, unreadable) == (2, 0.5, 0.2)
     assert (moves["R"], moves["U"], moves["D"], moves["L"], moves[""]) == (2, 2, 0, 0, 1)
+    assert work == (3, 5, 2, 4)
     rollout_groups.main([str(tmp_path)])
-    assert "| 3 | 2 | 0.50 | 0.20 | 2 | 0 | 0 | 2 |" in capsys.readouterr().out
+    assert "| 3 | 2 | 0.50 | 0.20 | 2 | 0 | 0 | 2 | 3 of 5 | 2 (4) |" in capsys.readouterr().out
 
 
 def test_the_no_r_rule_of_planpath_solved_sets():
