@@ -56,9 +56,8 @@ def policy_update(model, optimizer, samples, args, prompt_once=True):
     n_tokens = sum(sum(s.mask) for s in samples)  # |T| counts every row's trained tokens
     totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
     # With beta = 0 a row whose trained tokens all have A_t = 0 (a zero-advantage group) adds 0 to
-    # the loss and its gradient, so it is not run; if every row is such, they all run (the
-    # gradient is 0 and AdamW steps on its moments as usual)
-    rows = [s for s in samples if args.beta > 0 or any(a for a, m in zip(s.adv, s.mask) if m)] or samples
+    # the loss and its gradient, so it is not run
+    rows = [s for s in samples if args.beta > 0 or any(a for a, m in zip(s.adv, s.mask) if m)]
     plain = [(None, [s for s in rows if 1 in s.mask])]
     for start, group in prompt_groups(rows) if prompt_once else plain:
         with autocast(device, args.bf16):
@@ -83,6 +82,9 @@ def policy_update(model, optimizer, samples, args, prompt_once=True):
             totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
         if prompt:
             prompt.backward()
+    for p in model.parameters():  # no row ran: the zero gradient they would give (AdamW still steps)
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
     totals["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

@@ -53,7 +53,7 @@ def update_work(rows):
     """(rows run, rows, prompts run, prompt runs of neighbouring rows) of the update at beta = 0."""
     trained = [r for r in rows if 1 in r["mask"]]
     prompt = lambda r: tuple(r["tokens"][:r["mask"].index(1)])  # noqa: E731 (the tokens before the first trained one)
-    live = [r for r in trained if any(a for a, m in zip(r["adv"], r["mask"]) if m)] or trained
+    live = [r for r in trained if any(a for a, m in zip(r["adv"], r["mask"]) if m)]
     neighbours = sum(i == 0 or prompt(r) != prompt(trained[i - 1]) for i, r in enumerate(trained))
     return len(live), len(rows), len({prompt(r) for r in live}), neighbours
 
