@@ -16,10 +16,20 @@ The GRPO baseline (`--algo grpo`) plays K independent trajectories per level ins
 the K of its level (`trajectory_samples`): after the first turn the trajectories' states differ,
 so no two samples of a turn share a prompt.
 
-This module knows no environment and no model. Environments need: roles, turn (turns
-completed), done, copy(), messages(role), act(role, text) -> reward (env_sokoban.SokobanTask is
-one). `sample(role, message_lists)` is the policy: it returns one (prompt_ids, response_ids, text)
-per prompt, routed to that role's model. Turns are numbered from 1 as in the paper.
+K is the paper's: the candidates sampled per group (`--num-generations`). In mtgrpo.py, K is the
+MT-GRPO paper's: the number of turns. Turns are numbered from 1 as in both papers.
+
+This module knows no environment and no model. An environment is any object with
+    roles             the agents in the order they act in a turn, e.g. ("planner", "executor")
+    turn              the turns completed so far (0 at the start)
+    done              True once the episode is over
+    copy()            an independent copy (each candidate is scored on its own)
+    messages(role)    the chat messages of the prompt the agent `role` sees now
+    act(role, text)   play that agent's answer; returns its reward
+and nothing else is read (ENVIRONMENT; env_two_roles.TwoRoleTask is one, and tests/test_atgrpo.py
+plays a toy one that has only these). `sampler(role, message_lists)` is the policy
+(policy.chat_sampler): it returns one (prompt_ids, response_ids, text) per prompt, routed to that
+role's model.
 """
 from dataclasses import dataclass
 
@@ -27,6 +37,8 @@ import torch
 
 from mtgrpo import group_norm
 from sample import Sample
+
+ENVIRONMENT = ("roles", "turn", "done", "copy", "messages", "act")  # what an environment must have
 
 
 # ---------------------------------------------------------------- AT-GRPO: tree sampling
@@ -43,12 +55,12 @@ def best_index(rewards):
     return max(range(len(rewards)), key=lambda k: (rewards[k], -k))
 
 
-def to_sample(candidate, advantage, role, turn, rewards, group):
+def to_sample(candidate, advantage, role, turn, rewards, group_name):
     """Prompt (mask 0) + response (mask 1, carrying the advantage) of one agent at one turn."""
     prompt, response, _ = candidate
     return Sample(ids=list(prompt) + list(response), mask=[0] * len(prompt) + [1] * len(response),
                   adv=[0.0] * len(prompt) + [advantage] * len(response), role=role,
-                  turn=[0] * len(prompt) + [turn] * len(response), rewards=rewards, group=group)
+                  turn=[0] * len(prompt) + [turn] * len(response), rewards=rewards, group_name=group_name)
 
 
 def tree_step(env, env_id, role, candidates):
@@ -61,7 +73,7 @@ def tree_step(env, env_id, role, candidates):
     return Group((env_id, role, env.turn + 1), candidates, rewards, chosen), branches[chosen]
 
 
-def tree_rollout(envs, env_ids, sample, K):
+def tree_rollout(envs, env_ids, sampler, K):
     """Play every environment to the end with tree sampling: at each turn, for each agent in
     order, K candidates from the agent's one prompt (all environments in one batched call), then
     tree_step. Returns the groups and the final environments (each the chosen branch)."""
@@ -71,7 +83,7 @@ def tree_rollout(envs, env_ids, sample, K):
             active = [i for i, e in enumerate(envs) if not e.done]
             if not active:
                 break
-            outs = sample(role, [envs[i].messages(role) for i in active for _ in range(K)])
+            outs = sampler(role, [envs[i].messages(role) for i in active for _ in range(K)])
             for j, i in enumerate(active):
                 group, envs[i] = tree_step(envs[i], env_ids[i], role, outs[j * K:(j + 1) * K])
                 groups.append(group)
@@ -97,25 +109,19 @@ class Turn:
     reward: float
 
 
-def parallel_rollout(envs, sample, shown=None):
+def parallel_rollout(envs, sampler):
     """Play every environment to the end with one answer per agent and turn, no branching.
-    Returns each environment's list of Turns (its trajectory) and the final environments.
-    shown (the board ablation): environment i's prompts come from shown[i], another level that
-    takes the same answers (and starts over when it is solved), so the policy never sees its
-    own board."""
-    trajectories, shown = [[] for _ in envs], list(shown or envs)
+    Returns each environment's list of Turns (its trajectory) and the final environments."""
+    trajectories = [[] for _ in envs]
     while any(not e.done for e in envs):
         for role in envs[0].roles:
             active = [i for i, e in enumerate(envs) if not e.done]
             if not active:
                 break
-            outs = sample(role, [shown[i].messages(role) for i in active])
+            outs = sampler(role, [envs[i].messages(role) for i in active])
             for i, candidate in zip(active, outs):
                 turn = envs[i].turn + 1
                 trajectories[i].append(Turn(role, turn, candidate, envs[i].act(role, candidate[2])))
-                if shown[i] is not envs[i] and not envs[i].done:
-                    shown[i].act(role, candidate[2])
-                    shown[i] = shown[i].restart() if shown[i].solved else shown[i]
     return trajectories, envs
 
 
@@ -130,15 +136,15 @@ def trajectory_samples(trajectories, level_ids, K, scale="group"):
 
 
 # ---------------------------------------------------------------- one training step's rollout
-def rollout_samples(make_env, env_ids, sample, K, algo="at", scale="group"):
+def rollout_samples(make_env, env_ids, sampler, K, algo="at", scale="group"):
     """AT-GRPO tree sampling (algo "at") or the baseline's K parallel trajectories per
     environment (algo "grpo"), at the same budget: K samples per (environment, agent, turn).
     make_env(env_id) builds a fresh environment. Returns the samples, the (role, reward) of every
     answer the episodes played, and the final environments."""
     if algo == "at":
-        groups, final = tree_rollout([make_env(e) for e in env_ids], env_ids, sample, K)
+        groups, final = tree_rollout([make_env(e) for e in env_ids], env_ids, sampler, K)
         played = [(g.key[1], g.rewards[g.chosen]) for g in groups]
         return tree_samples(groups, scale), played, final
-    trajectories, final = parallel_rollout([make_env(e) for e in env_ids for _ in range(K)], sample)
+    trajectories, final = parallel_rollout([make_env(e) for e in env_ids for _ in range(K)], sampler)
     played = [(t.role, t.reward) for trajectory in trajectories for t in trajectory]
     return trajectory_samples(trajectories, env_ids, K, scale), played, final

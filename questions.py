@@ -21,7 +21,7 @@ import sys
 import time
 
 from env_search import format_result
-from records import read_jsonl
+from machinery.records import read_jsonl
 from retrieval import BM25Retriever, load_corpus_jsonl, load_wiki_corpus, tokenize, truncate_words
 
 HUMAN_QUESTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
@@ -168,7 +168,8 @@ def question_key(q):
     return question, frozenset(" ".join(a.casefold().split()) for a in q["answers"])
 
 
-# ---------------------------------------------------------------- command line
+# ================================================================ support: skip on first reading
+# the command line: counts, samples, retrieval recall
 def counts(docs, train, test, seed):
     """One line: how many train and test questions the articles gave."""
     return (f"questions (seed {seed}): {len(train)} train, {len(test)} test, "

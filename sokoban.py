@@ -14,7 +14,6 @@ is not used: an episode ends after max_turns turns.
 """
 import argparse
 import functools
-import itertools
 import json
 import random
 import re
@@ -263,23 +262,9 @@ def status(state, before=None):
     return text + (", deadlocked: a box is stuck in a corner" if deadlocked(state) else "")
 
 
-# ---------------------------------------------------------------- constant answers
-CONSTANT_LENGTH = 6  # every move string up to this length: 5,460 fixed answers
-
-
-@functools.lru_cache(maxsize=8)
-def constant_successes(levels, budget, answers=None):
-    """{answer: fraction of `levels` it solves} for every fixed answer, a move string played
-    again and again, whatever the board, until `budget` moves are played or the level is solved:
-    every string up to CONSTANT_LENGTH moves, or only `answers` (a tuple of strings). A policy
-    that does not read the board can do no better than the best of these."""
-    strings = answers if answers is not None else [
-        "".join(p) for n in range(1, CONSTANT_LENGTH + 1) for p in itertools.product("UDLR", repeat=n)]
-    return {s: sum(solves(level, (s * budget)[:budget]) for level in levels) / len(levels) for s in strings}
-
-
+# ---------------------------------------------------------------- fixed answers
 def solves(state, moves):
-    """Do these moves, played in order, solve the level at some point?"""
+    """Do these moves, played in order, solve the level at some point? (evaluate_games.constant_successes)"""
     for m in moves:
         state = move(state, m)
         if is_solved(state):

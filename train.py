@@ -6,6 +6,7 @@ Plan-Path.
     python train.py --env sokoban --algo at                   # planner + executor, shared policy
     python train.py --env sokoban --algo at --policy per-role # one model per role
     python train.py --env planpath --algo at                  # reach a goal cell, planner + executor
+    python train.py --plain true ...                          # any of these as the code reads (slower)
 
 One training step, in order:
   1. rollout     search: G two-turn episodes per question (policy.play_episodes);
@@ -14,8 +15,10 @@ One training step, in order:
                  sokoban, planpath: each candidate scored on its own copy of the level (atgrpo.tree_step)
   3. advantages  mtgrpo.turn_advantages (OR / MR / MT) or atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
-  5. update      --num-iterations clipped policy-gradient steps (loss.policy_update)
+  5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; by default
+                 loss.policy_update_fast, the same gradient with each shared prompt run once)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint.
+machinery/ holds the decode loop, the precision, the run folder; skip it on first reading.
 """
 import dataclasses
 import json
@@ -29,18 +32,21 @@ import torch
 from tqdm import tqdm
 
 import atgrpo
-import checkpoint
-import env_search
 import env_planpath
+import env_search
 import env_sokoban
+import env_two_roles
+import evaluate_games
 import mtgrpo
 import questions as qa
 import rewards
 import retrieval
-from config import Args, check_out, parse_args  # noqa: F401 (train.Args for evaluate, compare, bench)
-from loss import fill_logprobs, policy_update
-from precision import precision_line
+from config import Args, check_out, parse_args  # noqa: F401 (train.Args for the tools)
+from loss import fill_logprobs, fill_logprobs_fast, policy_update, policy_update_fast
 from policy import chat_sampler, check_context, load_model, pick_device, play_episodes
+
+from machinery import checkpoint  # skip on first reading: the run folder, checkpoints, --resume
+from machinery.precision import precision_line
 
 
 # ---------------------------------------------------------------- search (MT-GRPO)
@@ -82,92 +88,49 @@ def search_step(models, tok, questions, retriever, args):
                                  args.algo, args.alpha, args.scale_rewards).view(len(envs), -1)
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
         s.adv, s.mask = mtgrpo.token_advantages(s.turn, adv[i].tolist())
-        s.group, s.rewards = f"question {i // G + 1}: {envs[i].question}", turn_r[i] + [outcome_r[i]]
+        s.group_name, s.rewards = f"question {i // G + 1}: {envs[i].question}", turn_r[i] + [outcome_r[i]]
     return samples, n_generated, log
 
 
 # ---------------------------------------------------------------- sokoban and planpath (AT-GRPO)
-GAMES = {"sokoban": env_sokoban, "planpath": env_planpath}  # the same interface: ROLES, STOP_STRINGS,
-# make_level, make_tasks, episode_metrics, evaluate
+GAMES = {"sokoban": env_sokoban, "planpath": env_planpath}  # each: make_level, make_tasks, solves
 
 
 def role_models(models):
     """role -> model: a shared policy plays every role."""
-    return {r: models.get(r, models.get("policy")) for r in env_sokoban.ROLES}  # planner, executor
+    return {r: models.get(r, models.get("policy")) for r in env_two_roles.ROLES}  # planner, executor
 
 
 def game_step(models, tok, seeds, args):
     """AT-GRPO tree sampling (rewards are scored inside: they choose the branch), then group
     advantages; or the GRPO baseline's parallel trajectories."""
-    game = GAMES[args.env]
-    sample = chat_sampler(role_models(models), tok, args, game.STOP_STRINGS)
-    make_task = lambda seed: game.make_tasks([seed], args)[0]  # noqa: E731
-    samples, played, final = atgrpo.rollout_samples(make_task, seeds, sample, args.num_generations,
+    sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS)
+    make_task = lambda seed: GAMES[args.env].make_tasks([seed], args)[0]  # noqa: E731
+    samples, played, final = atgrpo.rollout_samples(make_task, seeds, sampler, args.num_generations,
                                                     args.algo, args.scale_rewards)
-    return samples, sum(sum(s.mask) for s in samples), game.episode_metrics(played, final)
-
-
-def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate"):
-    """Mean metrics of one episode per test question (or level), greedy by default, played
-    `chunk` at a time (default: as many episodes as a training step plays) under a progress bar;
-    search also gives exact_match_each, one character 0/1 per question in order."""
-    chunk = chunk or args.batch_size * args.num_generations
-    if args.env in GAMES:
-        sample = chat_sampler(role_models(models), tok, args, GAMES[args.env].STOP_STRINGS, greedy)
-        return GAMES[args.env].evaluate(sample, items, args, lambda levels: in_chunks(levels, chunk, desc, "level"))
-    envs = []
-    for part in in_chunks(items, chunk, desc, "question"):
-        envs += make_envs(part, data, args)
-        play_episodes(models["policy"], tok, envs[-len(part):], args, env_search.STOP_STRINGS, greedy)
-    each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers) > 0)) for e in envs)
-    return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for compare.py's intervals
-
-
-def in_chunks(items, size, desc, unit):
-    """The items `size` at a time, under a progress bar of items done."""
-    with tqdm(total=len(items), desc=desc, unit=unit, leave=False) as bar:
-        for i in range(0, len(items), size):
-            yield items[i:i + size]
-            bar.update(len(items[i:i + size]))
+    return samples, sum(sum(s.mask) for s in samples), evaluate_games.episode_metrics(played, final)
 
 
 # ---------------------------------------------------------------- reference and update
 def update(models, ref, optimizers, samples, args):
     """Steps 4 and 5: reference / old log-probs, then each policy on its own samples (a shared
-    policy on all of them)."""
+    policy on all of them). --plain runs every row from its first token (loss.policy_update);
+    the default runs a shared prompt once, with the same gradient (loss.policy_update_fast)."""
+    fill, step = (fill_logprobs, policy_update) if args.plain else (fill_logprobs_fast, policy_update_fast)
     t0 = time.time()
     if ref is not None:
-        fill_logprobs(ref, samples, "ref_logp", args.temperature, args.micro_batch_size, args.bf16)
+        fill(ref, samples, "ref_logp", args.temperature, args.micro_batch_size, args.bf16)
     if args.num_iterations > 1:  # mu > 1: the old policy must be frozen before the first update
         for name, model in models.items():
-            fill_logprobs(model, routed(samples, name), "old_logp", args.temperature, args.micro_batch_size, args.bf16)
+            fill(model, routed(samples, name), "old_logp", args.temperature, args.micro_batch_size, args.bf16)
     log, t0 = {"t_reference": time.time() - t0}, time.time()
     for _ in range(args.num_iterations):
         for name, model in models.items():
-            # runs a group's shared prompt once: the same loss and gradient as the plain per-row
-            # path, prompt_once=False (tests/test_loss.py::test_the_plain_path_and_the_shared_prompt_give_one_gradient)
-            stats = policy_update(model, optimizers[name], routed(samples, name), args)
+            stats = step(model, optimizers[name], routed(samples, name), args)
             log.update({(k if name == "policy" else f"{k}_{name}"): v for k, v in stats.items()})
     token_adv = torch.tensor([a for s in samples for a, m in zip(s.adv, s.mask) if m])
     return {**log, "adv_mean": token_adv.mean().item(), "adv_std": token_adv.std().item(),
             **signal(samples), "t_update": time.time() - t0}
-
-
-def signal(samples):
-    """The signal meter: how many groups the step had, and the fraction of them whose every
-    sample has advantage 0 on every trained token (equal rewards, or one sample: no gradient)."""
-    silent = {}
-    for s in samples:
-        silent[s.group] = silent.get(s.group, True) and not any(a for a, m in zip(s.adv, s.mask) if m)
-    return {"groups": len(silent), "zero_adv_groups": sum(silent.values()) / len(silent)}
-
-
-def load_models(roles, path, device, subfolders=False):
-    """({role: model}, tokenizer): every role from `path`, or each from path/ROLE (a per-role
-    checkpoint)."""
-    loaded = {r: load_model(os.path.join(path, r) if subfolders and r != "policy" else path, device)
-              for r in roles}
-    return {r: m for r, (m, _) in loaded.items()}, next(iter(loaded.values()))[1]
 
 
 def routed(samples, name):
@@ -175,7 +138,7 @@ def routed(samples, name):
     return samples if name == "policy" else [s for s in samples if s.role == name]
 
 
-# ---------------------------------------------------------------- main
+# ---------------------------------------------------------------- the loop
 NAMES = {"mt": "MT-GRPO", "mr": "GRPO-MR", "or": "GRPO-OR", "at": "AT-GRPO", "grpo": "GRPO"}
 # what the tables show: rates are fractions of the maximum; rewards are in reward units
 TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
@@ -213,7 +176,7 @@ def train(args):
         print(f"note: the test split has only {len(test)} items; each evaluation uses them all, not "
               f"--eval-n {args.eval_n}", file=sys.stderr)
     rng, start, history = random.Random(args.seed), 0, []
-    roles = env_sokoban.ROLES if args.policy == "per-role" else ("policy",)
+    roles = env_two_roles.ROLES if args.policy == "per-role" else ("policy",)
     if args.resume:
         ckpt, models, tok, state = checkpoint.load_checkpoint(
             args.out, lambda folder: load_models(roles, folder, device, subfolders=True))
@@ -255,8 +218,8 @@ def train(args):
         write({"step": 0, **run_eval(0)})
     for step in range(start + 1, args.steps + 1):
         phase(step, "rollout")
-        for g in (g for o in optimizers.values() for g in o.param_groups):  # linear warmup, then constant
-            g["lr"] = args.learning_rate * min(1.0, step / max(1, args.warmup_steps))
+        for param_group in (p for o in optimizers.values() for p in o.param_groups):  # linear warmup, then constant
+            param_group["lr"] = args.learning_rate * min(1.0, step / max(1, args.warmup_steps))
         batch, t0 = rng.sample(pool, args.batch_size), time.time()
         if args.env == "search":  # steps 1-3: rollout, rewards, advantages
             samples, n_generated, line = search_step(models, tok, batch, data, args)
@@ -279,6 +242,50 @@ def train(args):
     bar.close()
     print_table(history, args)
     return history
+
+
+# ================================================================ support: skip on first reading
+# evaluation, the signal meter, loading the models, the summary table
+def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate"):
+    """Mean metrics of one episode per test question (or level), greedy by default, played
+    `chunk` at a time (default: as many episodes as a training step plays) under a progress bar;
+    search also gives exact_match_each, one character 0/1 per question in order."""
+    chunk = chunk or args.batch_size * args.num_generations
+    if args.env in GAMES:
+        sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS, greedy)
+        return evaluate_games.evaluate(sampler, items, args, GAMES[args.env],
+                                       lambda levels: in_chunks(levels, chunk, desc, "level"))
+    envs = []
+    for part in in_chunks(items, chunk, desc, "question"):
+        envs += make_envs(part, data, args)
+        play_episodes(models["policy"], tok, envs[-len(part):], args, env_search.STOP_STRINGS, greedy)
+    each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers) > 0)) for e in envs)
+    return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for tools/compare.py's intervals
+
+
+def in_chunks(items, size, desc, unit):
+    """The items `size` at a time, under a progress bar of items done."""
+    with tqdm(total=len(items), desc=desc, unit=unit, leave=False) as bar:
+        for i in range(0, len(items), size):
+            yield items[i:i + size]
+            bar.update(len(items[i:i + size]))
+
+
+def signal(samples):
+    """The signal meter: how many groups the step had, and the fraction of them whose every
+    sample has advantage 0 on every trained token (equal rewards, or one sample: no gradient)."""
+    silent = {}
+    for s in samples:
+        silent[s.group_name] = silent.get(s.group_name, True) and not any(a for a, m in zip(s.adv, s.mask) if m)
+    return {"groups": len(silent), "zero_adv_groups": sum(silent.values()) / len(silent)}
+
+
+def load_models(roles, path, device, subfolders=False):
+    """({role: model}, tokenizer): every role from `path`, or each from path/ROLE (a per-role
+    checkpoint)."""
+    loaded = {r: load_model(os.path.join(path, r) if subfolders and r != "policy" else path, device)
+              for r in roles}
+    return {r: m for r, (m, _) in loaded.items()}, next(iter(loaded.values()))[1]
 
 
 def print_table(history, args):

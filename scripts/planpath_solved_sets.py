@@ -5,7 +5,7 @@
 For the last evaluation in each run's log.jsonl (its success_each, one 0/1 per test level):
 how many levels it solved, how many of those have the goal to the right (the positions line
 names R), and how many of them two rules solve that read only the positions line, never the
-grid: "words" follows the line (the row move first, env_planpath.follow_words), "words, no R"
+grid: "words" follows the line (the row move first, scripts/planpath_constants.py), "words, no R"
 takes the first named move other than R that is not blocked, else U. A policy whose solved
 levels all lie inside a rule's is explained by that rule as well as by the grid.
 """
@@ -16,7 +16,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import config  # noqa: E402
 import env_planpath as pp  # noqa: E402
-import records  # noqa: E402
+from planpath_constants import follow_words  # noqa: E402
+from machinery import records  # noqa: E402
 
 
 def no_r_solves(grid, turns):
@@ -47,14 +48,14 @@ def main(argv=None):
         each = evals[-1]["eval_success_each"]
         levels = [pp.level_for(10 ** 9 + i, size, solution=(low, high or None)) for i in range(len(each))]
         solved = [g for g, c in zip(levels, each) if c == "1"]
-        words = sum(pp.follow_words([g], turns) == 1 for g in solved)
+        words = sum(follow_words([g], turns) == 1 for g in solved)
         no_r = sum(no_r_solves(g, turns) for g in solved)
         right = sum("R" in pp.named_moves(g) for g in solved)
         print(f"| {run} | {evals[-1]['step']} | {len(solved)} | {right} | {words} | {no_r} |")
     levels_all = [pp.level_for(10 ** 9 + i, args.size, solution=(args.min_solution, args.max_solution or None))
                   for i in range(args.eval_n)]
     print(f"\nOn the {args.eval_n} default test levels: goal to the right {sum('R' in pp.named_moves(g) for g in levels_all)}, "
-          f"'words' solves {sum(pp.follow_words([g], args.max_turns) == 1 for g in levels_all)}, "
+          f"'words' solves {sum(follow_words([g], args.max_turns) == 1 for g in levels_all)}, "
           f"'words, no R' {sum(no_r_solves(g, args.max_turns) for g in levels_all)}.")
 
 

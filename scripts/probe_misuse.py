@@ -74,7 +74,7 @@ class Probe:
         return [PY, "train.py", "--model", self.model, "--steps", str(steps), *TINY, "--out", out, *extra]
 
     def finished_run(self, name):
-        """A copy of the finished base run, at tmp/name/mt (compare.py reads OUT/ALGO)."""
+        """A copy of the finished base run, at tmp/name/mt (tools/compare.py reads OUT/ALGO)."""
         out = os.path.join(self.path(name), "mt")
         shutil.copytree(self.base, out)
         return out
@@ -177,7 +177,7 @@ class Probe:
         return code != 0 and "Traceback" not in text, f"exit {code} after {time.time() - t0:.0f} s: {last_line(text)[:120]}"
 
     def compare_typo(self):
-        code, text = run([PY, "compare.py", "--env", "search", "--out", self.path("typo"), "--report-only"])
+        code, text = run([PY, "tools/compare.py", "--env", "search", "--out", self.path("typo"), "--report-only"])
         return one_line_error(code, text), f"exit {code}: {last_line(text)[:140]}"
 
     # ------------------------------------------------------------ hangs and unbounded memory
@@ -290,17 +290,17 @@ class Probe:
         else:
             open(log, "w").write(lines)
         a, ta = run([PY, "train.py", "--resume", out])
-        b, tb = run([PY, "compare.py", "--env", "search", "--out", os.path.dirname(out), "--report-only",
+        b, tb = run([PY, "tools/compare.py", "--env", "search", "--out", os.path.dirname(out), "--report-only",
                      "--algos", "mt"])
         ok = "Traceback" not in ta + tb
-        return ok, f"--resume: exit {a}, {last_line(ta)[:70]} / compare.py: exit {b}, {last_line(tb)[:70]}"
+        return ok, f"--resume: exit {a}, {last_line(ta)[:70]} / tools/compare.py: exit {b}, {last_line(tb)[:70]}"
 
     def cut_log_in_compare(self):
         out = self.finished_run("cut_log")
         runs = os.path.dirname(out)
         with open(os.path.join(out, "log.jsonl"), "a") as f:
             f.write('{"step": 3, "rew')  # what a kill mid-write leaves
-        code, text = run([PY, "compare.py", "--env", "search", "--out", runs, "--report-only", "--algos", "mt"])
+        code, text = run([PY, "tools/compare.py", "--env", "search", "--out", runs, "--report-only", "--algos", "mt"])
         return code == 0 and "Traceback" not in text, f"exit {code}: {last_line(text)[:140]}"
 
     def show_cases(self, what):
@@ -308,13 +308,13 @@ class Probe:
         rollouts = os.path.join(out, "rollouts")
         if what == "malformed rows":
             open(os.path.join(rollouts, "step_2.jsonl"), "w").write('{"group": 1}\n[1, 2]\n')
-            cmd = [PY, "show.py", out, "--step", "2"]
+            cmd = [PY, "tools/show.py", out, "--step", "2"]
         elif what == "a step file that is a folder":
             os.remove(os.path.join(rollouts, "step_2.jsonl"))
             os.makedirs(os.path.join(rollouts, "step_2.jsonl"))
-            cmd = [PY, "show.py", out, "--step", "2"]
+            cmd = [PY, "tools/show.py", out, "--step", "2"]
         else:
-            cmd = [PY, "show.py", out, "--out", self.path("no/such/folder/page.html")]
+            cmd = [PY, "tools/show.py", out, "--out", self.path("no/such/folder/page.html")]
         code, text = run(cmd)
         return "Traceback" not in text, f"exit {code}: {last_line(text)[:140]}"
 
@@ -340,7 +340,7 @@ class Probe:
             ("silent", "one file for --train-questions and --test-questions", self.same_questions_file),
             ("silent", "check.py: a student file calls sys.exit() at import", lambda: self.checker_and_sys_exit("\nimport sys\nsys.exit()\n", "exit_import")),
             ("silent", "check.py: sys.exit() inside the function", lambda: self.checker_and_sys_exit("\ndef group_norm(r):\n    import sys\n    sys.exit(0)\n", "exit_call")),
-            ("silent", "compare.py --report-only --out typo", self.compare_typo),
+            ("silent", "tools/compare.py --report-only --out typo", self.compare_typo),
             ("hang", "a 1 MB question", self.huge_question),
             ("hang", "a retrieval server streaming an endless chunked body", self.endless_chunked_server),
             ("hang", "check.py: a student's infinite loop", lambda: self.checker_and_sys_exit("\ndef group_norm(r):\n    while True:\n        pass\n", "loop")),
@@ -360,10 +360,10 @@ class Probe:
             ("traceback", "log lines that are not objects", lambda: self.bad_log_lines('[1]\n"x"\n', "not_objects")),
             ("traceback", 'log lines without "step"', lambda: self.bad_log_lines('{"reward": 1}\n', "no_step")),
             ("traceback", "a log that is a folder", lambda: self.bad_log_lines(None, "folder")),
-            ("traceback", "compare.py on a log whose last line a kill cut", self.cut_log_in_compare),
-            ("traceback", "show.py on malformed rollout rows", lambda: self.show_cases("malformed rows")),
-            ("traceback", "show.py on a step file that is a folder", lambda: self.show_cases("a step file that is a folder")),
-            ("traceback", "show.py --out into a missing folder", lambda: self.show_cases("missing folder")),
+            ("traceback", "tools/compare.py on a log whose last line a kill cut", self.cut_log_in_compare),
+            ("traceback", "tools/show.py on malformed rollout rows", lambda: self.show_cases("malformed rows")),
+            ("traceback", "tools/show.py on a step file that is a folder", lambda: self.show_cases("a step file that is a folder")),
+            ("traceback", "tools/show.py --out into a missing folder", lambda: self.show_cases("missing folder")),
             ("traceback", "--out ''", lambda: self.out_mistake("", "empty")),
             ("traceback", "a file named rollouts in --out", lambda: self.out_mistake(self.path("rollouts_file"), "a file named rollouts")),
         ]

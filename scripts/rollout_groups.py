@@ -8,7 +8,7 @@ measure train.py logs as zero_adv_groups for runs made after it existed), the fr
 answers without a readable move (as the environment reads them), and how many answers
 begin with each move U, D, L, R (the first-move counts of docs/results-planpath.md, and the
 meter for runs made before train.py logged it). The last two columns are the update's work
-(loss.policy_update, beta = 0): the rows it runs (those with a non-zero advantage) of all
+(loss.policy_update_fast, beta = 0): the rows it runs (those with a non-zero advantage) of all
 rows, and the prompts it runs (one per distinct prompt of those rows) against one per run of
 neighbouring rows with the same prompt, which is all that tree sampling's groups need and
 all that GRPO's trajectories, listed trajectory by trajectory, can use.
@@ -21,8 +21,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import env_planpath  # noqa: E402
-import env_sokoban  # noqa: E402
-import records  # noqa: E402
+import env_two_roles  # noqa: E402
+from machinery import records  # noqa: E402
 
 
 def first_move(tokens):
@@ -44,7 +44,7 @@ def step_report(path):
     for row in rows:
         groups[row["group"]].append(tuple(row["rewards"]))
     zero = sum(len(set(rewards)) == 1 for rewards in groups.values()) / len(groups)
-    unreadable = sum(env_sokoban.parse_moves(answer_text(row)) is None for row in rows) / len(rows)
+    unreadable = sum(env_two_roles.parse_moves(answer_text(row)) is None for row in rows) / len(rows)
     moves = collections.Counter(first_move(row["tokens"]) for row in rows)
     return len(groups), zero, unreadable, moves, update_work(rows)
 

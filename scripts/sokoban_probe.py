@@ -9,7 +9,7 @@ how often the greedy move is optimal, beside the best single move's rate (a boar
 policy's best), then saves the model for the project's own evaluation:
 
     .venv/bin/python scripts/sokoban_probe.py --out runs/probe
-    .venv/bin/python evaluate.py --env sokoban --model runs/probe/checkpoint
+    .venv/bin/python tools/evaluate.py --env sokoban --model runs/probe/checkpoint
 
 If supervision with many labelled boards cannot beat the constants, reinforcement from the same
 signal, with fewer and noisier samples, has little chance with this model.
@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import env_sokoban  # noqa: E402
 import sokoban  # noqa: E402
 import train  # noqa: E402
-from precision import autocast  # noqa: E402
-from decode import left_padded  # noqa: E402
+from machinery.precision import autocast  # noqa: E402
+from machinery.decode import left_padded  # noqa: E402
 from policy import BUNDLED, load_model, prompt_ids  # noqa: E402
 
 TEST_SEED = 10 ** 9  # the test levels' first seed, as train.py's evaluation
@@ -145,7 +145,7 @@ def main(argv=None):
         record(round(loss.item(), 4))
     model.save_pretrained(os.path.join(ours.out, "checkpoint"))
     tok.save_pretrained(os.path.join(ours.out, "checkpoint"))
-    print(f"saved {ours.out}/checkpoint: evaluate with\n  python evaluate.py --env sokoban --model {ours.out}/checkpoint")
+    print(f"saved {ours.out}/checkpoint: evaluate with\n  python tools/evaluate.py --env sokoban --model {ours.out}/checkpoint")
 
 
 if __name__ == "__main__":

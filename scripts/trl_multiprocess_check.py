@@ -1,4 +1,4 @@
-"""scale_trl.py on several processes: are the groups normalised across processes?
+"""tools/scale_trl.py on several processes: are the groups normalised across processes?
 
 With --algo mr our advantage of an episode is norm(R^T + R^O), and TRL's own reward is the sum of
 the six rewards, R^T + R^O: so on every rank, every model token of every episode must carry the
@@ -11,7 +11,7 @@ G = 4 and 2 episodes per process, each group is split over two processes.
 (On the CPU, `accelerate launch --cpu --num_processes 2` started one process here, with no
 distributed state; torchrun starts two, which TRL runs as MULTI_CPU over gloo.)
 
-Extra flags go to scale_trl.py. Prints one line per rank and step; exits non-zero on a mismatch.
+Extra flags go to tools/scale_trl.py. Prints one line per rank and step; exits non-zero on a mismatch.
 """
 import os
 import sys
@@ -20,7 +20,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import scale_trl  # noqa: E402
+from tools import scale_trl  # noqa: E402
 
 
 class Checked(scale_trl.TurnLevelGRPOTrainer):

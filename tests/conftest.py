@@ -93,6 +93,6 @@ def cpu_bf16_from_environment(monkeypatch):
 def force_cpu_bf16(monkeypatch, on):
     """Make precision.bf16_ok answer `on` for the CPU: bf16 autocast runs on any x86 CPU (emulated
     without native support), so both precision paths can be tested on one machine."""
-    import precision
+    from machinery import precision
     real = precision.bf16_ok
     monkeypatch.setattr(precision, "bf16_ok", lambda device: on if device == "cpu" else real(device))

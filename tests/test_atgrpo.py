@@ -128,7 +128,7 @@ def test_baseline_grouping_normalises_trajectory_returns_per_level():
         mine = [advs[j] for j in js]
         assert sum(mine) == pytest.approx(0, abs=1e-6) or all(a == 0 for a in mine)
         assert advs[max(js, key=lambda j: returns[j])] == max(mine)
-    assert {s.group for s in samples[:len(trajectories[0])]} == {"trajectories of level lv0"}
+    assert {s.group_name for s in samples[:len(trajectories[0])]} == {"trajectories of level lv0"}
 
 
 def test_single_agent_setting_has_only_executor_groups():
@@ -168,27 +168,28 @@ def constant_policy(role, message_lists):
 
 def test_evaluation_tells_a_board_reader_from_a_constant_answer():
     from config import parse_args
-    from env_sokoban import distinct, evaluate, make_level
+    from env_sokoban import make_level
+    from evaluate_games import constant_successes, distinct, evaluate
     args = parse_args(["--env", "sokoban"])  # the default curriculum: 3-4 optimal moves, 4 turns of one move
     seeds = [10 ** 9 + i for i in range(12)]
-    reader = evaluate(solver_policy, seeds, args)
+    reader = evaluate(solver_policy, seeds, args, sk)
     assert reader["success"] == 1.0  # it plays an optimal solution on every level
     assert reader["board_ablation_success"] < 0.5  # shown another level, it plays that level's moves
     solutions = [sokoban.solve(make_level(s, args)) for s in seeds]
     assert reader["distinct_answers"] == distinct(tuple(s) for s in solutions) >= 4
     levels = tuple(make_level(s, args) for s in seeds)
-    assert reader["best_constant_success"] == max(sokoban.constant_successes(levels, 4).values())
-    constant = evaluate(constant_policy, seeds, args)
+    assert reader["best_constant_success"] == max(constant_successes(sokoban.solves, levels, 4).values())
+    constant = evaluate(constant_policy, seeds, args, sk)
     right = sum(sokoban.solves(level, "RRRR") for level in levels) / len(levels)
     assert constant["success"] == constant["board_ablation_success"] == right  # blind: no change
     assert constant["distinct_answers"] == 1 and constant["best_constant_success"] >= right
     # played a few levels at a time (train.py's progress bar), the decoys still wrap around all levels
-    in_parts = evaluate(solver_policy, seeds, args, lambda levels: [levels[i:i + 5] for i in range(0, 12, 5)])
+    in_parts = evaluate(solver_policy, seeds, args, sk, lambda levels: [levels[i:i + 5] for i in range(0, 12, 5)])
     assert in_parts == reader
 
 
 def test_distinct_counts_a_sequence_that_begins_another_with_it():
-    from env_sokoban import distinct
+    from evaluate_games import distinct
     assert distinct([("R",), ("R", "R"), ("R", "R")]) == 1
     assert distinct([("R",), ("L", "R"), ("R", "U"), ("R", "D")]) == 3
     assert distinct([]) == 0
@@ -202,7 +203,9 @@ def test_the_ablation_plays_on_the_real_level_and_restarts_a_solved_decoy():
     def reader(role, message_lists):
         seen.extend(board_in(m) for m in message_lists)
         return solver_policy(role, message_lists)
-    _, (final,) = parallel_rollout([env], reader, [decoy])
+    from evaluate_games import ShownAnother
+    _, (shown,) = parallel_rollout([ShownAnother(env, decoy)], reader)
+    final = shown.real
     assert final.answers == ("R", "R", "R") and final.solved  # the decoy's moves, played on env
     assert seen[-1] == decoy.level  # the decoy was solved after 2 turns and shown again from its start
 
@@ -235,6 +238,35 @@ class Guess:
         return -abs(int(text) - (3, 7)[self.turn - (role == "guesser")])
 
 
+class OnlyTheInterface:
+    """An environment seen through atgrpo.ENVIRONMENT alone: any other attribute is an error, and
+    the names read are recorded."""
+    read = set()
+
+    def __init__(self, env):
+        object.__setattr__(self, "env", env)
+
+    def __getattribute__(self, name):
+        import atgrpo
+        if name not in atgrpo.ENVIRONMENT:
+            raise AttributeError(f"atgrpo read {name!r}, which its environment interface does not list")
+        OnlyTheInterface.read.add(name)
+        env = object.__getattribute__(self, "env")
+        return (lambda: OnlyTheInterface(env.copy())) if name == "copy" else getattr(env, name)
+
+
+def test_the_environment_interface_is_complete():
+    """Tree sampling and the baseline read only what atgrpo's docstring lists, and all of it."""
+    import atgrpo
+    sample = lambda role, message_lists: [([1], [2], "3") for _ in message_lists]  # noqa: E731
+    OnlyTheInterface.read.clear()
+    atgrpo.rollout_samples(lambda env_id: OnlyTheInterface(Guess()), ["a"], sample, K=2, algo="at")
+    atgrpo.rollout_samples(lambda env_id: OnlyTheInterface(Guess()), ["a"], sample, K=2, algo="grpo")
+    assert OnlyTheInterface.read == set(atgrpo.ENVIRONMENT)
+    listed = atgrpo.__doc__.split("An environment is any object with")[1].split("and nothing else")[0]
+    assert [line.split()[0].split("(")[0] for line in listed.strip().splitlines()] == list(atgrpo.ENVIRONMENT)
+
+
 def test_at_grpo_on_a_toy_environment_through_the_public_functions():
     """K = 3 answers per (environment, agent, turn), always "2", "3", "7" in that order: the tree
     keeps the best, every group shares one prompt, and the advantages are the group's norm."""
@@ -248,7 +280,7 @@ def test_at_grpo_on_a_toy_environment_through_the_public_functions():
 
     samples, played, final = rollout_samples(lambda env_id: Guess(), ["a", "b"], sample, K=3, algo="at")
     assert len(samples) == 2 * 2 * 2 * 3  # environments x turns x agents x K
-    assert [s.group for s in samples[:3]] == ["level a / hinter / turn 1"] * 3
+    assert [s.group_name for s in samples[:3]] == ["level a / hinter / turn 1"] * 3
     assert len({prompts[i] for i in range(3)}) == 1  # the K candidates share their prompt
     # turn 1 target 3: rewards -1, 0, -4 -> the tree continues from "3"; turn 2 target 7: from "7"
     assert played == [("hinter", 0), ("hinter", 0), ("guesser", 0), ("guesser", 0)] * 2  # per turn, agent, env
@@ -261,18 +293,57 @@ def test_at_grpo_on_a_toy_environment_through_the_public_functions():
     assert len(final) == 3 and len(samples) == 3 * 2 * 2
 
 
-def test_the_papers_import_no_environment_and_no_model_code():
-    """The layout the README promises: the algorithms are pure, sampling does not depend on the
-    loss, and training does not depend on the viewer."""
+def project_imports(path):
+    """The modules a file imports by name: `from machinery import decode` is "machinery.decode"."""
     import ast
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_the_layout_the_readme_promises():
+    """The papers are pure, sampling does not depend on the loss, no game module reaches the
+    algorithm, the flags reach no model code, machinery stands below the root and the root
+    never reaches into tools/."""
     import pathlib
     root = pathlib.Path(__file__).resolve().parent.parent
+    files = {p.relative_to(root).with_suffix("").as_posix().replace("/", "."): p
+             for p in [*root.glob("*.py"), *root.glob("machinery/*.py"), *root.glob("tools/*.py")]}
+    direct = {name: {i for i in project_imports(path) if i in files} for name, path in files.items()}
 
-    def imports(name):
-        tree = ast.parse((root / f"{name}.py").read_text())
-        return {n.split(".")[0] for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
-                for n in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module])}
-    assert imports("mtgrpo") <= {"torch"}
-    assert imports("atgrpo") <= {"dataclasses", "torch", "mtgrpo", "sample"}
-    assert "loss" not in imports("policy") and "loss" not in imports("decode")
-    assert "show" not in imports("train")
+    def reach(name):  # every project module `name` imports, directly or through others
+        seen, todo = set(), [name]
+        while todo:
+            for i in direct[todo.pop()] - seen:
+                seen.add(i)
+                todo.append(i)
+        return seen
+    assert project_imports(files["mtgrpo"]) <= {"torch"}
+    assert project_imports(files["atgrpo"]) <= {"dataclasses", "torch", "mtgrpo", "sample", "sample.Sample",
+                                                "dataclasses.dataclass", "mtgrpo.group_norm"}
+    assert "loss" not in reach("policy") and "loss" not in reach("machinery.decode")
+    for game in ("env_sokoban", "env_planpath", "env_two_roles", "sokoban"):
+        assert "atgrpo" not in reach(game), game
+    assert not reach("config") & {"policy", "loss", "machinery.decode", "train"}
+    assert "transformers" not in {i.split(".")[0] for m in reach("config") | {"config"} for i in project_imports(files[m])}
+    for name in files:
+        if "." not in name:  # the root
+            assert not {i for i in reach(name) if i.startswith("tools")}, name
+        if name.startswith("machinery."):
+            assert all(i.startswith("machinery") for i in reach(name)), name
+
+
+@pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/bench.py",
+                                    "scripts/planpath_constants.py"])
+def test_tools_run_as_scripts_from_the_root(script):
+    """The docs' commands (`python tools/evaluate.py ...`) find the project's modules from tools/."""
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, script, "--help"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "usage" in run.stdout, run.stderr[-500:]

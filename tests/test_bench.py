@@ -1,4 +1,4 @@
-"""bench.py --trl on a tiny random model: every phase is timed, tokens are counted the same way
+"""tools/bench.py --trl on a tiny random model: every phase is timed, tokens are counted the same way
 on both sides, the report renders; the matmul peak and the tables use the dtype the phases
 compute in (bf16 or fp32), and --fp32 turns autocast off on both sides. The TRL half is skipped
 when TRL is not installed."""
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import bench
+from tools import bench
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_speedups_are_ours_over_trl_per_phase():
 @pytest.fixture
 def native_bf16(monkeypatch):
     """native_bf16(True / False): pretend this CPU has (or lacks) native bf16, in bench and precision."""
-    import precision
+    from machinery import precision
 
     def force(native):
         monkeypatch.setattr(bench, "bf16_ok", lambda device: native)

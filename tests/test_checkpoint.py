@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 
-import checkpoint
-import evaluate
+from machinery import checkpoint
+from tools import evaluate
 import train
 from policy import load_model
 
@@ -163,7 +163,7 @@ def test_a_dead_retrieval_server_stops_the_run_before_it_starts(tmp_path):
 
 
 # ---------------------------------------------------------------- one writer, files as data
-HOLD = ("import sys, time, checkpoint; checkpoint.claim(sys.argv[1]); print('held', flush=True); "
+HOLD = ("import sys, time; from machinery import checkpoint; checkpoint.claim(sys.argv[1]); print('held', flush=True); "
         "time.sleep(60)")
 
 

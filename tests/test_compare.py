@@ -1,4 +1,4 @@
-"""compare.py: the resume decision, the args check, the report (a hand-checked cell), the
+"""tools/compare.py: the resume decision, the args check, the report (a hand-checked cell), the
 optional plots, and one end-to-end comparison on a tiny model that is then extended."""
 import dataclasses
 import json
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import compare
+from tools import compare
 import train
 
 
@@ -62,7 +62,7 @@ def test_a_folder_run_with_other_flags_is_a_clear_error(tmp_path):
     run = make_run(tmp_path, "at", "sokoban", log=[{"step": 0}], checkpoint="checkpoint", learning_rate=2e-5)
     with pytest.raises(SystemExit, match=r"at was run with learning_rate 2e-05, you asked 1e-05: use another --out"):
         compare.plan(run, want(run, "at", "sokoban", "--learning-rate", "1e-5"))
-    with pytest.raises(SystemExit, match="--algo is set by compare.py"):
+    with pytest.raises(SystemExit, match="--algo is set by tools/compare.py"):
         compare.main(["--env", "sokoban", "--out", str(tmp_path), "--", "--algo", "grpo"])
 
 
@@ -79,7 +79,7 @@ def test_commands_for_fresh_resumed_and_finished_runs(tmp_path, monkeypatch):
     assert sorted(cmds) == ["mr", "mt"]  # or is done
     assert cmds["mr"][0][-6:] == ["--resume", os.path.join(out, "mr"), "--steps", "6", "--seed", "3"]
     assert cmds["mt"][0][-7:] == ["--out", os.path.join(out, "mt"), "--overwrite", "--steps", "6", "--seed", "3"]
-    assert cmds["mt"][0][:2] == [sys.executable, os.path.join(os.path.dirname(compare.__file__), "train.py")]
+    assert cmds["mt"][0][:2] == [sys.executable, os.path.join(compare.ROOT, "train.py")]
     assert all(c[2] == max(1, os.cpu_count() // 2) and c[3] is False for c in calls)  # threads split
     assert cmds["mt"][1] == os.path.join(out, "mt.out")
 
@@ -170,7 +170,7 @@ def test_seeds_run_one_folder_each_and_report_mean_and_range(tmp_path, monkeypat
     assert "| AT-GRPO seed 2 | 4 |" in text and "(3 seeds)" in text
     compare.main(["--env", "sokoban", "--out", out, "--seeds", "0", "--algos", "at", "--report-only"])
     assert "(1 seed)" in open(os.path.join(out, "results.md")).read()
-    with pytest.raises(SystemExit, match="--seed is set by compare.py"):
+    with pytest.raises(SystemExit, match="--seed is set by tools/compare.py"):
         compare.main(["--env", "sokoban", "--out", out, "--seeds", "0", "--", "--seed", "1"])
     assert compare.by_step([[{"step": 0, "x": 1}, {"step": 2, "x": 3}], [{"step": 2, "x": 5}]], "x") == [(2, [3, 5])]
 
@@ -232,16 +232,16 @@ def test_a_log_cut_by_a_kill_is_read_and_a_damaged_one_is_one_line(tmp_path, mon
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_killed_compare_leaves_no_train_running(tmp_path):
-    """The parent stands for compare.py: SIGKILL it, and its child (standing for train.py) ends."""
+    """The parent stands for tools/compare.py: SIGKILL it, and its child (standing for train.py) ends."""
     import signal
     import subprocess
     import time
     parent = subprocess.Popen([sys.executable, "-c",
-                               "import subprocess, sys, time, compare\n"
+                               "import subprocess, sys, time\nfrom tools import compare\n"
                                "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
                                "preexec_fn=compare.die_with_parent)\n"
                                "print(child.pid, flush=True)\ntime.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(compare.__file__))
+                              stdout=subprocess.PIPE, text=True, cwd=compare.ROOT)
     child = int(parent.stdout.readline())
     parent.send_signal(signal.SIGKILL)
     parent.wait()

@@ -6,13 +6,15 @@ import time
 
 import pytest
 
+import config
 import env_sokoban as es
+from env_two_roles import STOP_STRINGS, parse_moves
 import sokoban
 from test_sokoban import LEVEL, board  # a hand-made level; parse_board
 
 
 # ---------------------------------------------------------------- the team reward
-@pytest.mark.parametrize("team", es.TEAM_REWARDS)
+@pytest.mark.parametrize("team", config.TEAM_REWARDS)
 def test_team_reward_is_progress_plus_ten_on_solve(team):
     walk, push = board(["######", "#@$ .#", "######"]), board(["######", "# @$.#", "######"])
     solved = board(["######", "#  @*#", "######"])  # in a corridor both measures agree
@@ -61,7 +63,7 @@ def test_solver_team_reward_counts_the_optimal_moves_left():
     ("<answer>\nR R", None),
 ])
 def test_parse_moves(text, expected):
-    assert es.parse_moves(text) == expected
+    assert parse_moves(text) == expected
 
 
 def regex_answer(text):
@@ -77,14 +79,14 @@ def test_parse_moves_reads_the_answer_the_regex_read():
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(30)))
         answer = regex_answer(text)
-        assert es.parse_moves(text) == (sokoban.moves_in(answer) if answer is not None else None)
+        assert parse_moves(text) == (sokoban.moves_in(answer) if answer is not None else None)
 
 
 def test_parsing_repeated_unclosed_tags_takes_linear_time():
     start = time.perf_counter()
     for tag in ("<answer>", "<ANSWER>", "</answer>", "<search>", "<reasoning>", "<result>"):
-        assert es.parse_moves(tag * 16000) is None
-        assert es.parse_moves("<answer>R</answer>" + tag * 16000) == ["R"]
+        assert parse_moves(tag * 16000) is None
+        assert parse_moves("<answer>R</answer>" + tag * 16000) == ["R"]
         assert sokoban.moves_in(tag * 16000) is None
     assert time.perf_counter() - start < 2.0  # the regex parser took 56 s here
 
@@ -94,17 +96,17 @@ def test_parse_moves_never_raises_on_garbage():
     alphabet = list("<>/answerUDLRudlrxyz ,[]\"'\n{}") + ["<answer>", "</answer>", "up", "left"]
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(40)))
-        moves = es.parse_moves(text)
+        moves = parse_moves(text)
         assert moves is None or (moves and set(moves) <= set("UDLR"))
 
 
 # ---------------------------------------------------------------- the two-role task
 def test_a_turn_stops_at_the_end_of_the_answer_line(tokenizer):
-    from decode import cut_at_stop
+    from machinery.decode import cut_at_stop
     for text, kept in (("L U\nblah blah", "L U\n"), ("R</answer> then text", "R</answer>")):
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        cut = tokenizer.decode(cut_at_stop(ids, tokenizer, es.STOP_STRINGS, {tokenizer.eos_token_id}))
-        assert cut == kept and es.parse_moves("<answer>" + cut) == es.parse_moves("<answer>" + text)
+        cut = tokenizer.decode(cut_at_stop(ids, tokenizer, STOP_STRINGS, {tokenizer.eos_token_id}))
+        assert cut == kept and parse_moves("<answer>" + cut) == parse_moves("<answer>" + text)
 
 
 def test_planner_is_scored_on_a_copy_and_the_real_board_stays():

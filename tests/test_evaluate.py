@@ -1,4 +1,4 @@
-"""evaluate.py: Table-5 metrics on scripted search episodes, Sokoban success and moves on
+"""tools/evaluate.py: Table-5 metrics on scripted search episodes, Sokoban success and moves on
 scripted moves, a run's settings read from its checkpoint, and clear errors."""
 import json
 import os
@@ -8,7 +8,8 @@ import pytest
 from test_train import DOCS, TURN1, TURN2, WRONG, ids
 
 import sokoban
-import evaluate
+from evaluate_games import constant_successes
+from tools import evaluate
 import policy
 import rewards
 
@@ -63,7 +64,7 @@ def test_sokoban_success_and_moves(tiny_model_dir, monkeypatch, tokenizer):
     assert out["moves"] == pytest.approx(sum(p[3] for p in played) / 5)
     # a constant answer: the same on another level's board, one answer sequence, no better than the best constant
     assert out["board_ablation_success"] == out["success"] and out["distinct_answers"] == 1
-    assert out["best_constant_success"] == max(sokoban.constant_successes(levels, 2).values()) >= out["success"]
+    assert out["best_constant_success"] == max(constant_successes(sokoban.solves, levels, 2).values()) >= out["success"]
     assert out["n"] == 5 and out["split"] == "test" and out["greedy"]
 
 
@@ -87,7 +88,7 @@ def test_clear_errors(tmp_path, tiny_model_dir):
 
 
 def test_a_test_question_longer_than_the_context_is_refused_before_any_episode(tmp_path, tiny_model_dir, monkeypatch):
-    """The tiny model's context is 2048 tokens: a 3,000-word test question stops evaluate.py
+    """The tiny model's context is 2048 tokens: a 3,000-word test question stops tools/evaluate.py
     with one line, before a single episode is played."""
     flags = search_flags(tmp_path, tiny_model_dir)
     long = [{"question": "why " * 3000 + "?", "answers": ["A"]}, {"question": "Q?", "answers": ["A"]}]

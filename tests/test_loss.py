@@ -8,8 +8,8 @@ import torch
 
 import loss
 from sample import Sample
-from loss import (SharedPrompt, clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update,
-                  prompt_groups, token_logprobs)
+from loss import (SharedPrompt, clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update, policy_update_fast,
+                  prompt_sets, token_logprobs)
 
 
 def load_model(path, device):
@@ -116,15 +116,15 @@ def same_gradient(got, want):
 
 
 def update_gradient(model, samples, **kw):
-    """The gradient policy_update steps with (lr 0 keeps the weights)."""
+    """The gradient policy_update_fast (or with fast=False, policy_update) steps with (lr 0 keeps the weights)."""
     grads = []
 
     class Record(torch.optim.SGD):
         def step(self):
             grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
 
-    prompt_once = kw.pop("prompt_once", True)
-    policy_update(model, Record(model.parameters(), lr=0.0), samples, _args(**kw), prompt_once)
+    update = policy_update_fast if kw.pop("fast", True) else policy_update
+    update(model, Record(model.parameters(), lr=0.0), samples, _args(**kw))
     return grads[0]
 
 
@@ -151,13 +151,13 @@ def test_a_shared_prompt_runs_once_per_group_with_the_full_forward_gradient(tiny
         assert same_gradient(update_gradient(model, samples, micro_batch_size=mb), want)
     assert calls == [7, 7, 7]  # one prompt of 7 tokens per update
     other = Sample(ids=[5] + prompt[1:] + [9], mask=[0] * 7 + [1], adv=[0] * 7 + [1.0])  # first token differs
-    assert [len(rows) for _, rows in prompt_groups(samples + [other])] == [3, 1]
+    assert [len(rows) for _, rows in prompt_sets(samples + [other])] == [3, 1]
     assert same_gradient(update_gradient(model, samples + [other], micro_batch_size=4),
                          full_forward_gradient(model, samples + [other]))
 
 
 def test_the_plain_path_and_the_shared_prompt_give_one_gradient(tiny_model_dir, monkeypatch):
-    """policy_update's plain path (every row from its first token) and its default (a group's
+    """policy_update (the plain path: every row from its first token) and policy_update_fast (a group's
     shared prompt run once) step with the gradient of one full forward per row."""
     model, _ = load_model(tiny_model_dir, "cpu")
     g = torch.Generator().manual_seed(5)
@@ -166,7 +166,7 @@ def test_the_plain_path_and_the_shared_prompt_give_one_gradient(tiny_model_dir, 
                       mask=[0] * 6 + [1] * n, adv=[0] * 6 + [a] * n) for n, a in ((4, 1.0), (2, -1.0), (5, 0.5))]
     want = full_forward_gradient(model, samples)
     calls = count_prompts(monkeypatch)
-    plain = update_gradient(model, samples, micro_batch_size=2, prompt_once=False)
+    plain = update_gradient(model, samples, micro_batch_size=2, fast=False)
     assert calls == [] and same_gradient(plain, want)  # no shared prompt on the plain path
     assert same_gradient(update_gradient(model, samples, micro_batch_size=2), want) and calls == [6]
 
@@ -181,7 +181,7 @@ def test_trajectories_at_the_same_state_share_one_prompt_run(tiny_model_dir, mon
     turn1, turn2 = rand(6), rand(8)  # trajectory 1: turn 1, turn 2; trajectory 2: turn 1, turn 2
     samples = [Sample(ids=p + rand(n), mask=[0] * len(p) + [1] * n, adv=[0] * len(p) + [a] * n)
                for p, n, a in ((turn1, 3, 1.0), (turn2, 2, 1.0), (turn1, 4, -1.0), (turn2 + [1], 2, -1.0))]
-    assert [[samples.index(r) for r in rows] for _, rows in prompt_groups(samples)] == [[0, 2], [1], [3]]
+    assert [[samples.index(r) for r in rows] for _, rows in prompt_sets(samples)] == [[0, 2], [1], [3]]
     want = full_forward_gradient(model, samples)
     calls = count_prompts(monkeypatch)
     assert same_gradient(update_gradient(model, samples, micro_batch_size=1), want)
@@ -189,7 +189,7 @@ def test_trajectories_at_the_same_state_share_one_prompt_run(tiny_model_dir, mon
 
 
 def count_rows(monkeypatch):
-    """The number of rows each forward of policy_update runs."""
+    """The number of rows each forward of the update runs."""
     rows = []
     forward = loss.token_logprobs
     monkeypatch.setattr(loss, "token_logprobs", lambda model, ids, *a: rows.append(len(ids)) or forward(model, ids, *a))
@@ -207,7 +207,7 @@ def test_a_zero_advantage_row_is_not_run_and_changes_nothing(tiny_model_dir, mon
     live = [Sample(ids=rand(9), mask=[0] * 5 + [1] * 4, adv=[0] * 5 + [a] * 4) for a in (1.0, -1.0)]
     silent = Sample(ids=rand(8), mask=[0] * 4 + [1] * 4, adv=[0.0] * 8)
     rows = count_rows(monkeypatch)
-    stats = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1))
+    stats = policy_update_fast(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1))
     assert rows == [1, 1]  # the two live rows only
     assert stats["loss"] == pytest.approx(0.0, abs=1e-7)  # -(4 * 1 - 4 * 1) / 12 tokens
     assert same_gradient(update_gradient(model, live + [silent]), full_forward_gradient(model, live + [silent]))
@@ -216,7 +216,7 @@ def test_a_zero_advantage_row_is_not_run_and_changes_nothing(tiny_model_dir, mon
     for s in live + [silent]:
         s.ref_logp = [0.0] * (len(s.ids) - 1)
     rows.clear()
-    policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1, beta=0.1))
+    policy_update_fast(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1, beta=0.1))
     assert rows == [1, 1, 1]  # beta > 0: the KL term of the silent row counts
     rows.clear()
     assert (update_gradient(model, [silent]) == 0).all() and rows == []  # a zero gradient for every weight
@@ -274,5 +274,5 @@ def test_rows_with_nothing_to_train_are_left_out():
     rows = [Sample(ids=[1, 2, 3], mask=[0, 0, 0]), Sample(ids=[1, 2, 4], mask=[0, 0, 1]),
             Sample(ids=[1, 2, 5], mask=[0, 0, 1]), Sample(ids=[1, 3, 5], mask=[0, 0, 1]),
             Sample(ids=[1, 3, 5, 6], mask=[0, 0, 0, 1])]
-    assert [(start, [r.ids for r in group]) for start, group in prompt_groups(rows)] == [
+    assert [(start, [r.ids for r in group]) for start, group in prompt_sets(rows)] == [
         (2, [[1, 2, 4], [1, 2, 5]]), (2, [[1, 3, 5]]), (3, [[1, 3, 5, 6]])]

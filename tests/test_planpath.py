@@ -9,6 +9,8 @@ import pytest
 
 import atgrpo
 import env_planpath as pp
+from evaluate_games import constant_successes, evaluate
+from scripts.planpath_constants import follow_words
 
 OPEN = pp.parse_grid("#####\n#@..#\n#...#\n#..G#\n#####")  # two ways round: D first or R first
 WALLED = pp.parse_grid("#####\n#@#G#\n#...#\n#####")  # Manhattan 2, BFS 4 (D R R U)
@@ -36,7 +38,7 @@ def test_the_solver_finds_every_optimal_first_move_and_counts_walls():
     assert pp.distance(OPEN) == 4 and pp.optimal_moves(OPEN) == "DR"
     assert pp.solve(OPEN) == "DDRR"
     assert pp.distance(WALLED) == 4 and pp.optimal_moves(WALLED) == "D"  # Manhattan would say 2, and R
-    assert pp.solve(WALLED) == "DRRU" and pp.reaches(WALLED, "DRRU")
+    assert pp.solve(WALLED) == "DRRU" and pp.solves(WALLED, "DRRU")
     assert pp.distance(SHUT) is None and pp.solve(SHUT) is None and pp.optimal_moves(SHUT) == ""
 
 
@@ -125,11 +127,11 @@ def test_levels_are_seeded_and_their_paths_in_bounds():
 
 def test_fixed_answers_by_hand_and_on_the_default_test_levels():
     right, down = pp.parse_grid("@.G"), pp.parse_grid("@\n.\nG")
-    found = pp.constant_successes((right, down), 3, ("R", "D", "RD", "U"))
+    found = constant_successes(pp.solves, (right, down), 3, ("R", "D", "RD", "U"))
     assert found == {"R": 0.5, "D": 0.5, "RD": 0.5, "U": 0.0}  # RD: R, D (blocked), R reaches the right one
-    assert pp.constant_successes((right, down), 3, ("RRD",))["RRD"] == 0.5
+    assert constant_successes(pp.solves, (right, down), 3, ("RRD",))["RRD"] == 0.5
     levels = tuple(pp.level_for(10 ** 9 + i) for i in range(64))
-    assert max(pp.constant_successes(levels, 4).values()) == 0.125  # measured: UL, ULUL, ... 8 of 64
+    assert max(constant_successes(pp.solves, levels, 4).values()) == 0.125  # measured: UL, ULUL, ... 8 of 64
 
 
 # ---------------------------------------------------------------- through atgrpo.py and the evaluation
@@ -154,24 +156,24 @@ def test_tree_sampling_and_trajectories_through_atgrpo():
     sample = lambda role, lists: [([1], [2], f"<answer>{next(calls)}</answer>") for _ in lists]  # noqa: E731
     make = lambda seed: pp.PlanPathTask(WALLED, max_turns=2)  # noqa: E731
     samples, played, final = atgrpo.rollout_samples(make, [7], sample, 4, "at")
-    groups = sorted({s.group for s in samples})
+    groups = sorted({s.group_name for s in samples})
     assert groups == [f"level 7 / {r} / turn {t}" for r in ("executor", "planner") for t in (1, 2)]
-    first = [s for s in samples if s.group == "level 7 / planner / turn 1"]
+    first = [s for s in samples if s.group_name == "level 7 / planner / turn 1"]
     # U, L, R are blocked (-0.10 each), D goes closer (0.99 + 1): D's advantage is the only positive one
     assert [s.rewards[0] for s in first] == pytest.approx([-0.10, 1.99, -0.10, -0.10])
     assert [s.adv[-1] > 0 for s in first] == [False, True, False, False]
     assert final[0].state.pos == (2, 1) or final[0].turn == 2
     samples, played, final = atgrpo.rollout_samples(make, [7], sample, 4, "grpo")
-    assert len(final) == 4 and {s.group for s in samples} == {"trajectories of level 7"}
+    assert len(final) == 4 and {s.group_name for s in samples} == {"trajectories of level 7"}
 
 
 def test_the_evaluation_with_a_solver_and_with_a_fixed_answer():
     seeds = [10 ** 9 + i for i in range(8)]
-    solver = pp.evaluate(scripted(lambda g: pp.solve(g)[0]), seeds, ARGS)
+    solver = evaluate(scripted(lambda g: pp.solve(g)[0]), seeds, ARGS, pp)
     assert solver["success"] == 1.0 and solver["success_each"] == "1" * 8 and solver["distance"] == 0
     assert solver["board_ablation_success"] < 1.0  # it solves another level's grid instead
     assert solver["best_constant_success"] < 1.0
-    right = pp.evaluate(scripted(lambda g: "R"), seeds, ARGS)
+    right = evaluate(scripted(lambda g: "R"), seeds, ARGS, pp)
     assert right["distinct_answers"] == 1 and right["success"] <= right["best_constant_success"]
 
 
@@ -179,10 +181,10 @@ def test_following_the_words_goes_round_a_wall_only_when_told():
     """WALLED: the words say "2 columns right" (row 1 = goal row), R is blocked; rows-first
     words never leave the start, around_walls has no free named move either (R only) and stays.
     OPEN: D D R R by the words, 4 moves."""
-    assert pp.follow_words([WALLED], 4) == 0 and pp.follow_words([WALLED], 4, around_walls=True) == 0
-    assert pp.follow_words([OPEN], 4) == 1 and pp.follow_words([OPEN], 3) == 0
+    assert follow_words([WALLED], 4) == 0 and follow_words([WALLED], 4, around_walls=True) == 0
+    assert follow_words([OPEN], 4) == 1 and follow_words([OPEN], 3) == 0
     detour = pp.parse_grid("#####\n#@..#\n##..#\n#..G#\n#####")  # D blocked at the start: R then D
-    assert pp.follow_words([detour], 4) == 0 and pp.follow_words([detour], 4, around_walls=True) == 1
+    assert follow_words([detour], 4) == 0 and follow_words([detour], 4, around_walls=True) == 1
 
 
 def test_rollout_groups_counts_zero_advantage_groups_unreadable_answers_and_first_moves(tmp_path, capsys):

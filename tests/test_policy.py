@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from loss import token_logprobs
-from decode import cut_at_stop, generate_turn
+from machinery.decode import cut_at_stop, generate_turn
 from policy import load_model
 
 
@@ -40,7 +40,7 @@ def test_generate_turn_cuts_at_stop_and_keeps_ids(tiny_model_dir):
 
 def test_sampling_probs_equal_transformers_temperature_and_top_p():
     from transformers import TemperatureLogitsWarper, TopPLogitsWarper
-    from decode import sampling_probs
+    from machinery.decode import sampling_probs
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(4, 500, generator=g) * 3
     logits[0, :3] = torch.tensor([10.0, 9.0, 8.0])  # a peaked row: top-p keeps only a few tokens
@@ -79,6 +79,7 @@ def test_greedy_equals_generate_on_the_bundled_model(bf16, monkeypatch):
     equals the reference or first differs at such a tie, judged on the fp32 logits."""
     import env_search
     import env_sokoban
+    import env_two_roles
     import retrieval
     import sokoban
     from conftest import force_cpu_bf16
@@ -90,7 +91,7 @@ def test_greedy_equals_generate_on_the_bundled_model(bf16, monkeypatch):
               for q in ("What is the capital of France?", "Who wrote Hamlet?")]
     task = env_sokoban.SokobanTask(sokoban.level_for(3, 5, 1, 4), 2)
     sokoban = [prompt_ids(tok, task.messages("planner"), "<answer>")]
-    for prompts, stops in ((search * 3, env_search.STOP_STRINGS), (sokoban * 2 + search[:1], env_sokoban.STOP_STRINGS)):
+    for prompts, stops in ((search * 3, env_search.STOP_STRINGS), (sokoban * 2 + search[:1], env_two_roles.STOP_STRINGS)):
         ref = generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True, reference=True)
         ours = generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True)
         if not bf16:
@@ -115,8 +116,8 @@ def test_turn_cache_decodes_exactly_as_the_growing_cache(tiny_model_dir, bf16, m
     rows leave the batch. Both precisions on any CPU: bf16 autocast is forced on (emulated where
     the CPU has no native bf16) or off."""
     from conftest import force_cpu_bf16
-    from precision import autocast
-    from decode import left_padded, turn_cache
+    from machinery.precision import autocast
+    from machinery.decode import left_padded, turn_cache
     force_cpu_bf16(monkeypatch, bf16)
     model, tok = load_model(tiny_model_dir, "cpu")
     prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [5, 6, 7, 8, 9]]

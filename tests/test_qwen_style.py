@@ -14,13 +14,13 @@ import os
 import pytest
 import torch
 
-import decode
+from machinery import decode
 import env_search
-import evaluate
+from tools import evaluate
 import policy
 import qwen_style
 import rewards
-import show
+from tools import show
 import train
 from qwen_style import ENDOFTEXT, IM_END, IM_START
 from test_evaluate import search_flags
@@ -64,7 +64,7 @@ class Recorder:
 
 def settings(**kw):
     base = dict(prefill="<reasoning>", max_completion_length=24, temperature=1.0, top_p=1.0,
-                hf_generate=False, bf16=False)
+                hf_generate=False, plain=False, bf16=False)
     return type("Settings", (), {**base, **kw})
 
 
@@ -215,7 +215,7 @@ def test_every_algorithm_steps_on_qwen(tmp_path, qwen_base_dir, extra):
 def test_resume_on_qwen_equals_an_uninterrupted_run(tmp_path, qwen_base_dir, monkeypatch):
     from safetensors.torch import load_file
 
-    import checkpoint
+    from machinery import checkpoint
     train.main(run_flags(tmp_path, qwen_base_dir, "full", "--steps", "2"))
     real_save = checkpoint.save_checkpoint
 

@@ -1,10 +1,10 @@
-"""records.py: JSON and JSONL files read as data. Every problem is one ValueError line naming
+"""machinery/records.py: JSON and JSONL files read as data. Every problem is one ValueError line naming
 the file (and the line); a last line cut by a kill is skipped only where the caller asks."""
 import os
 
 import pytest
 
-from records import read_json, read_jsonl
+from machinery.records import read_json, read_jsonl
 
 
 def write(tmp_path, name, data):

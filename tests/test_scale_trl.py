@@ -1,4 +1,4 @@
-"""scale_trl.py against our trainer on the same scripted rollouts: the episodes' tokens, the
+"""tools/scale_trl.py against our trainer on the same scripted rollouts: the episodes' tokens, the
 per-token advantages, no loss on environment tokens, and the loss and its gradient equal
 loss.policy_update's (TRL loss_type dapo = ours token, grpo = ours seq); one TRL step runs."""
 import json
@@ -13,7 +13,7 @@ import loss  # noqa: E402
 import policy  # noqa: E402
 import retrieval  # noqa: E402
 import rewards  # noqa: E402
-import scale_trl  # noqa: E402
+from tools import scale_trl  # noqa: E402
 import train  # noqa: E402
 from test_train import DOCS, TURN1, TURN2, WRONG, args_for, scripted  # noqa: E402
 

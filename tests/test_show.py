@@ -1,4 +1,4 @@
-"""show.py: hand-built rollout files in, one HTML page out; plus a headless Chromium screenshot."""
+"""tools/show.py: hand-built rollout files in, one HTML page out; plus a headless Chromium screenshot."""
 import json
 import os
 import shutil
@@ -8,8 +8,8 @@ import zlib
 
 import pytest
 
-import checkpoint
-import show
+from machinery import checkpoint
+from tools import show
 
 PROMPT = ["<|im_start|>", "user\nWho wrote Hamlet?", "<|im_end|>\n"]
 TURN1 = ["<reasoning>", "look it up", "</reasoning>\n", "<tool>", "Hamlet", "</tool>"]
@@ -343,7 +343,7 @@ def test_trajectory_picture_of_the_same_toy():
 
 
 def test_tree_from_a_run_folder(tmp_path):
-    """show.py OUT --tree: the groups of the step's first level, the best reward chosen; a run
+    """tools/show.py OUT --tree: the groups of the step's first level, the best reward chosen; a run
     whose groups are not AT-GRPO's is refused with one line."""
     def row(group, answer, reward):
         return {"group": group, "role": group.split(" / ")[1], "rewards": [reward], "tokens": ["P", "<answer>", answer],

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import sokoban
+from evaluate_games import constant_successes
 
 ROOT = Path(__file__).resolve().parents[1]
 # player (1,1), box (1,2), goal (1,4): "RR" solves it, the box-goal distance is 2
@@ -113,14 +114,14 @@ def test_constant_answers_are_played_again_and_again_until_solved():
     right = board(["######", "#@$ .#", "#    #", "######"])  # R R solves
     down = board(["#####", "#@  #", "#$  #", "#   #", "#.  #", "#####"])  # D D
     left = board(["######", "#.$@ #", "#    #", "######"])  # L
-    success = sokoban.constant_successes((right, down, left), 4)
+    success = constant_successes(sokoban.solves, (right, down, left), 4)
     assert len(success) == 4 + 16 + 64 + 256 + 1024 + 4096
     assert success["R"] == success["RR"] == 1 / 3  # R R R R solves `right` only
     assert success["D"] == 1 / 3 and success["DU"] == 0  # D U D U pushes once, walks back
     assert success["LR"] == 1 / 3  # L R L R: `left` at once; on `right` L is blocked, R pushes, L R walk
     assert success["RL"] == 0  # R L R L: `right`'s box goes one cell, the walker comes back
     assert success["LDD"] == max(success.values()) == 2 / 3  # L solves `left`; on `down` it is blocked
-    assert sokoban.constant_successes((right, left), 2, ("RRL",)) == {"RRL": 0.5}  # 2 moves: R R
+    assert constant_successes(sokoban.solves, (right, left), 2, ("RRL",)) == {"RRL": 0.5}  # 2 moves: R R
 
 
 def test_play_sums_step_rewards_counts_blocked_moves_and_stops_when_solved():

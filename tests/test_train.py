@@ -11,13 +11,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-import checkpoint
+from machinery import checkpoint
 import env_search
 import mtgrpo
 import policy
 import retrieval
 import rewards
-import show
+from tools import show
 import train
 from sample import Sample
 
@@ -35,7 +35,7 @@ def ids(tok, text):
 
 
 def args_for(**kw):
-    base = dict(prefill="<reasoning>", max_completion_length=64, temperature=1.0, top_p=1.0, hf_generate=False,
+    base = dict(prefill="<reasoning>", max_completion_length=64, temperature=1.0, top_p=1.0, hf_generate=False, plain=False,
                 bf16=False, top_k=1, max_words=120, one_shot=False, num_generations=2,
                 algo="mt", alpha=1.0, num_iterations=1, micro_batch_size=4, scale_rewards="group")
     return SimpleNamespace(**{**base, **kw})
@@ -120,7 +120,7 @@ def test_several_questions_are_normalised_in_their_own_groups(monkeypatch, token
         want = mtgrpo.turn_advantages(torch.tensor([r_turn]), torch.tensor([r_out]), "mt")[0]
         for j in (0, 1):
             s = samples[2 * q + j]
-            assert s.group == f"question {q + 1}: {question['question']}"
+            assert s.group_name == f"question {q + 1}: {question['question']}"
             got = {k: a for a, k in zip(s.adv, s.turn) if k > 0}
             assert got == pytest.approx({k: want[j, k - 1].item() for k in got})
     # hand check: question 2 both search (R^T 0.2 vs 0.7), only episode 2 is right; question 3 equal
@@ -152,7 +152,7 @@ def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir):
                 "eval_exact_match", "eval_tool_execution"):
         assert key in log[1], key
     assert json.load(open(os.path.join(out, "args.json")))["num_generations"] == 2
-    each = log[1]["eval_exact_match_each"]  # one 0/1 per test question, for compare.py's intervals
+    each = log[1]["eval_exact_match_each"]  # one 0/1 per test question, for tools/compare.py's intervals
     assert len(each) == 2 and set(each) <= {"0", "1"} and each.count("1") / 2 == log[1]["eval_exact_match"]
     model = AutoModelForCausalLM.from_pretrained(os.path.join(out, "checkpoint"))  # HF format
     assert sum(p.numel() for p in model.parameters()) > 0
@@ -224,12 +224,12 @@ def sokoban_flags(tmp_path, tiny_model_dir, name, *extra):
 
 
 def spy_updates(monkeypatch):
-    calls, real = [], train.policy_update
+    calls, real = [], train.policy_update_fast
 
     def spy(model, optimizer, samples, args):
         calls.append((id(model), {s.role for s in samples}))
         return real(model, optimizer, samples, args)
-    monkeypatch.setattr(train, "policy_update", spy)
+    monkeypatch.setattr(train, "policy_update_fast", spy)
     return calls
 
 
@@ -374,13 +374,13 @@ def test_evaluation_in_chunks_equals_one_batch(monkeypatch, tokenizer):
 @pytest.mark.parametrize("native, emulated, want", [(True, True, True), (False, True, False), (False, False, False)])
 def test_a_gpu_without_native_bf16_computes_in_fp32(monkeypatch, native, emulated, want):
     """torch.cuda.is_bf16_supported() says True on a T4 (bf16 emulated, slower than fp32)."""
-    import precision as loss
+    from machinery import precision
     monkeypatch.setattr(torch.cuda, "is_bf16_supported",
                         lambda including_emulation=True: native or (including_emulation and emulated))
-    assert loss.bf16_ok("cuda") == want
-    line = loss.precision_line("cuda", True)
+    assert precision.bf16_ok("cuda") == want
+    line = precision.precision_line("cuda", True)
     assert line.startswith("compute: bf16 autocast") if want else "T4" in line and "fp32" in line
-    assert loss.precision_line("cuda", False) == "compute: fp32 on cuda (--bf16 false)"
+    assert precision.precision_line("cuda", False) == "compute: fp32 on cuda (--bf16 false)"
 
 
 def test_a_prompt_longer_than_the_context_is_refused_before_any_work(tmp_path, tiny_model_dir, capsys):
@@ -400,7 +400,7 @@ def test_a_prompt_longer_than_the_context_is_refused_before_any_work(tmp_path, t
 @pytest.mark.parametrize("extra", [[], ["--algo", "grpo"], ["--single-agent", "true"], ["--policy", "per-role"]])
 def test_planpath_trains_in_the_paper_s_four_setups(tmp_path, tiny_model_dir, monkeypatch, extra):
     """--env planpath runs through the same atgrpo.py and update as Sokoban, and its evaluation
-    logs the per-level successes compare.py pairs runs by."""
+    logs the per-level successes tools/compare.py pairs runs by."""
     calls = spy_updates(monkeypatch)
     monkeypatch.setattr(train, "chat_sampler", scripted_moves)
     flags = sokoban_flags(tmp_path, tiny_model_dir, "planpath", *extra)
@@ -423,8 +423,52 @@ def test_the_signal_meter_counts_groups_without_gradient():
     equal = mtgrpo.group_norm(torch.tensor([[0.5, 0.5, 0.5]]))[0].tolist()
     single = mtgrpo.group_norm(torch.tensor([[0.9]]))[0].tolist()
     differ = mtgrpo.group_norm(torch.tensor([[1.0, 0.0]]))[0].tolist()
-    make = lambda group, a, prompt_adv=0.0: Sample(ids=[1, 2, 3], mask=[0, 1, 1], adv=[prompt_adv, a, a], group=group)  # noqa: E731
+    make = lambda group, a, prompt_adv=0.0: Sample(ids=[1, 2, 3], mask=[0, 1, 1], adv=[prompt_adv, a, a], group_name=group)  # noqa: E731
     samples = [make("equal", a, prompt_adv=7.0) for a in equal] + [make("single", a) for a in single] + \
         [make("differ", a) for a in differ]
     assert train.signal(samples) == {"groups": 3, "zero_adv_groups": pytest.approx(2 / 3)}
     assert train.signal([make("differ", a) for a in differ]) == {"groups": 1, "zero_adv_groups": 0.0}
+
+
+def test_plain_runs_the_same_step_the_plain_way(tiny_model_dir, monkeypatch):
+    """--plain: transformers' generate, every row through the model from its first token, and
+    per-row reference and old log-probs. One seeded AT-GRPO step (K = 3, two turns, mu = 2, a
+    reference) gives the same samples as the default path and the same gradients up to fp32
+    summation order. The two samplers draw the same tokens for one seed while no row stops early
+    (tests/test_policy.py), so no stop string ends a turn here."""
+    import env_two_roles
+    from config import parse_args
+    # the tiny random model writes no readable moves: read one from the text, so rewards differ
+    monkeypatch.setattr(env_two_roles, "parse_moves", lambda text: ["UDLR"[sum(map(ord, text)) % 4]])
+    monkeypatch.setattr(env_two_roles, "STOP_STRINGS", [])
+    args = parse_args(["--env", "planpath", "--model", tiny_model_dir, "--bf16", "false", "--batch-size", "1",
+                       "--num-generations", "3", "--max-completion-length", "4", "--max-turns", "2",
+                       "--micro-batch-size", "2", "--num-iterations", "2", "--beta", "0.04"])
+    runs = {}
+    for plain in (False, True):
+        args.plain = plain
+        models, tok = train.load_models(("policy",), tiny_model_dir, "cpu")
+        ref = policy.load_model(tiny_model_dir, "cpu")[0].requires_grad_(False)
+        torch.manual_seed(0)
+        samples, _, _ = train.game_step(models, tok, [1], args)
+        grads = []
+
+        class Record(torch.optim.SGD):
+            def step(self):
+                grads.append(torch.cat([p.grad.flatten() for p in models["policy"].parameters()]))
+        calls = []
+        monkeypatch.setattr(train, "policy_update" if plain else "policy_update_fast",
+                            lambda *a, f=getattr(train, "policy_update" if plain else "policy_update_fast"):
+                            calls.append(1) or f(*a))
+        train.update(models, ref, {"policy": Record(models["policy"].parameters(), lr=0.0)}, samples, args)
+        runs[plain] = samples, grads
+        assert len(calls) == 2  # mu = 2 updates, each on its own path
+    (fast, fast_grads), (plain, plain_grads) = runs[False], runs[True]
+    assert [(s.ids, s.mask, s.adv) for s in plain] == [(s.ids, s.mask, s.adv) for s in fast]
+    assert any(a for s in fast for a in s.adv)  # a step that trains something
+    for got, want in zip(plain_grads, fast_grads):
+        assert want.norm() > 0 and (got - want).norm() <= 1e-5 * want.norm()
+    for got, want in zip(plain, fast):  # reference and old log-probs on the trained tokens (token t at t - 1)
+        for field in ("ref_logp", "old_logp"):
+            trained = lambda s: [v for v, m in zip(getattr(s, field), s.mask[1:]) if m]  # noqa: E731
+            assert trained(got) == pytest.approx(trained(want), abs=1e-5) and len(trained(got)) == sum(got.mask)

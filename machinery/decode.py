@@ -12,7 +12,7 @@ import functools
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-from precision import autocast
+from machinery.precision import autocast
 
 
 # ---------------------------------------------------------------- where a turn ends

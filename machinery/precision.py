@@ -1,5 +1,5 @@
 """What a run computes in: bf16 autocast over fp32 weights where the hardware has native bf16, fp32
-elsewhere. Used by the sampler (decode.py) and the update (loss.py) alike.
+elsewhere. Used by the sampler (machinery/decode.py) and the update (loss.py) alike.
 """
 import contextlib
 

@@ -1,7 +1,7 @@
 """Credit you can see: one group of rollouts as a self-contained HTML page, or AT-GRPO's tree.
 
-    python show.py OUT [--step N] [--group I] [--out FILE]
-    python show.py OUT --tree [--step N] [--level E] [--out FILE.svg]   # an --algo at run
+    python tools/show.py OUT [--step N] [--group I] [--out FILE]
+    python tools/show.py OUT --tree [--step N] [--level E] [--out FILE.svg]   # an --algo at run
 
 reads OUT/rollouts/step_N.jsonl (written at every step by checkpoint.save_rollouts: per sample its
 group, role, per-turn rewards, and per token its text, mask, advantage and turn) and colours every model
@@ -29,8 +29,10 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/show.py
+
 from atgrpo import Group, best_index
-from records import read_json, read_jsonl
+from machinery.records import read_json, read_jsonl
 
 KEYS = ("group", "role", "rewards", "tokens", "mask", "adv", "turn")
 ALGOS = {"mt": "MT-GRPO, turn-level advantages", "mr": "GRPO-MR, merged reward",
@@ -226,7 +228,7 @@ def page(out, step, groups, gi):
                     f'tokens, masked)</summary><div class="text m">{html.escape("".join(prompts[0]))}'
                     "</div></details>")
     body += [rollout_html(k, r, env, algo, scale, shared, algo == "at" and k == best) for k, r in enumerate(rows)]
-    body.append("<p class=\"run\">groups of this step (python show.py OUT --group I): " + "; ".join(
+    body.append("<p class=\"run\">groups of this step (python tools/show.py OUT --group I): " + "; ".join(
         f"{i}: {html.escape(n)}" for i, (n, _) in enumerate(groups)) + "</p>")
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")

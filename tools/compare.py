@@ -1,9 +1,9 @@
 """Compare the advantage estimators of a paper on one seed, one data stream and one budget.
 
-    python compare.py --env search  --out runs/cmp-search  -- --steps 30 --eval-every 10
-    python compare.py --env sokoban --out runs/cmp-sokoban --jobs 2 -- --steps 24 --num-generations 4
-    python compare.py --env search  --out runs/cmp-search  --report-only
-    python compare.py --env sokoban --out runs/seeds --seeds 0 1 2 -- --steps 60   # OUT/ALGO-sSEED
+    python tools/compare.py --env search  --out runs/cmp-search  -- --steps 30 --eval-every 10
+    python tools/compare.py --env sokoban --out runs/cmp-sokoban --jobs 2 -- --steps 24 --num-generations 4
+    python tools/compare.py --env search  --out runs/cmp-search  --report-only
+    python tools/compare.py --env sokoban --out runs/seeds --seeds 0 1 2 -- --steps 60   # OUT/ALGO-sSEED
 
 --env search runs the three estimators of the MT-GRPO paper (Zeng et al. 2025, arXiv 2505.11821),
 whose training curves and results table set GRPO-OR (outcome reward only) against GRPO-MR (turn
@@ -30,10 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-import train
-from records import read_json, read_jsonl
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/compare.py
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import train
+from machinery.records import read_json, read_jsonl
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # train.py is there
 NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO",
          "grpo-solo": "GRPO one agent", "at-roles": "AT-GRPO per-role"}
 # runs that are an algorithm with flags of their own: the paper's single-agent baseline and per-role policies
@@ -105,12 +107,12 @@ def command(env, algo, run, flags, state):
     """The train.py command of one run; a fresh run starts over what a run killed before its
     first checkpoint left in its folder."""
     where = ["--resume", run] if state == "resume" else ["--out", run, "--overwrite"]
-    return [sys.executable, os.path.join(HERE, "train.py"), "--env", env, "--algo", algo, *where, *flags]
+    return [sys.executable, os.path.join(ROOT, "train.py"), "--env", env, "--algo", algo, *where, *flags]
 
 
 def die_with_parent():
-    """In the child, before train.py starts (Linux): SIGTERM it when compare.py ends, however it
-    ends, so a killed compare.py leaves no train.py writing a run folder."""
+    """In the child, before train.py starts (Linux): SIGTERM it when tools/compare.py ends, however it
+    ends, so a killed tools/compare.py leaves no train.py writing a run folder."""
     try:
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: Ctrl-C still reaches the whole process group
@@ -143,7 +145,7 @@ def run_all(env, out, flags, jobs, algos, seeds):
     """Check every run folder first (a mismatch stops before any compute), then run the rest."""
     for bad in ("--algo", "--out", "--resume", "--env") + (("--seed",) if seeds else ()):
         if any(f == bad or f.startswith(bad + "=") for f in flags):
-            raise SystemExit(f"{bad} is set by compare.py; give --env, --out and --seeds before the --")
+            raise SystemExit(f"{bad} is set by tools/compare.py; give --env, --out and --seeds before the --")
     todo = []
     for name in algos:
         algo, own = VARIANTS.get(name, (name, []))
@@ -340,7 +342,7 @@ def main(argv=None):
     flags = argv[argv.index("--") + 1:] if "--" in argv else []
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="compare.py --env {search,sokoban,planpath} --out DIR [--jobs N] [--seeds S ...] [--algos A ...] "
+        usage="tools/compare.py --env {search,sokoban,planpath} --out DIR [--jobs N] [--seeds S ...] [--algos A ...] "
               "[--report-only] [-- TRAIN_FLAGS...]")
     p.add_argument("--env", choices=sorted(ORDER), required=True)
     p.add_argument("--out", required=True, help="one run folder per algorithm, results.md, compare.png")
@@ -359,7 +361,7 @@ def main(argv=None):
     if args.report_only and not any(os.path.exists(os.path.join(r, "log.jsonl")) for a in algos
                                     for r in run_folders(args.out, a, args.seeds).values()):
         raise SystemExit(f"{args.out}: no run logs of {', '.join(algos)} there; give the --out of an earlier "
-                         "compare.py (and its --seeds)")
+                         "tools/compare.py (and its --seeds)")
     try:
         failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs), algos, args.seeds)
         report(args.env, args.out, algos, args.seeds)

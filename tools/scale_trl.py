@@ -2,8 +2,8 @@
 rewards and turn-level advantages, with TRL's scaling (accelerate: DDP, FSDP, DeepSpeed ZeRO;
 vLLM generation). Read train.py first; this file is only the bridge. Commands: docs/scale.md.
 
-    python scale_trl.py --max_steps 1 --output_dir runs/trl-smoke          # CPU smoke, bundled model
-    accelerate launch --config_file zero2.yaml scale_trl.py --model Qwen/Qwen2.5-7B-Instruct \\
+    python tools/scale_trl.py --max_steps 1 --output_dir runs/trl-smoke          # CPU smoke, bundled model
+    accelerate launch --config_file zero2.yaml tools/scale_trl.py --model Qwen/Qwen2.5-7B-Instruct \\
         --use_vllm --vllm_mode colocate --bf16 --output_dir runs/trl-7b
 
 Three pieces; everything else is TRL's own (flags: GRPOConfig's names, `--help` lists them):
@@ -23,6 +23,9 @@ from types import SimpleNamespace
 
 import torch
 
+import sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/scale_trl.py
+
 import env_search
 import mtgrpo
 import questions as qa
@@ -35,7 +38,7 @@ try:
     from trl import GRPOConfig, GRPOTrainer, TrlParser
     from trl.models import unwrap_model_for_generation
 except ImportError as e:
-    raise SystemExit(f"scale_trl.py needs TRL ({e}): pip install -r requirements-scale.txt -c requirements.txt")
+    raise SystemExit(f"tools/scale_trl.py needs TRL ({e}): pip install -r requirements-scale.txt -c requirements.txt")
 
 # where TRL's defaults differ from ours (train.py): ours win unless given on the command line
 OUR_DEFAULTS = dict(output_dir="runs/trl", max_completion_length=64, learning_rate=1e-5, beta=0.0,
@@ -85,7 +88,7 @@ def make_rollout(task, retriever):
         tok, args = trainer.processing_class, trainer.args
         envs = [make_env(p, retriever, task) for p in prompts]
         cfg = SimpleNamespace(prefill=task.prefill, max_completion_length=args.max_completion_length,
-                              temperature=args.temperature, top_p=args.top_p, bf16=args.bf16, hf_generate=False)
+                              temperature=args.temperature, top_p=args.top_p, bf16=args.bf16, hf_generate=False, plain=False)
         if args.use_vllm:  # one turn for every active episode, as token ids: TRL's vLLM (server or colocate)
             vllm_turn = lambda ids: trainer.vllm_generation.generate(ids, None, 1)[1]  # noqa: E731
             samples, _ = play_episodes(None, tok, envs, cfg, env_search.STOP_STRINGS, generate=vllm_turn)

@@ -1,5 +1,5 @@
 """The run folder: one writer at a time, checkpoints so that `train.py --resume OUT` continues a
-run exactly, and the rollouts of every step, for show.py.
+run exactly, and the rollouts of every step, for tools/show.py.
 
 OUT/.lock is an OS file lock (fcntl; Linux and macOS) held by the process that writes the run;
 the kernel releases it when that process ends, even on a kill.
@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from records import read_jsonl
+from machinery.records import read_jsonl
 
 try:
     import fcntl
@@ -161,14 +161,14 @@ def truncate_log(path, step):
     return records
 
 
-# ---------------------------------------------------------------- rollouts (every step, for show.py)
+# ---------------------------------------------------------------- rollouts (every step, for tools/show.py)
 def save_rollouts(samples, tok, path):
-    """OUT/rollouts/step_N.jsonl: one JSON line per sample for show.py: its group, role and per-turn rewards, and per
+    """OUT/rollouts/step_N.jsonl: one JSON line per sample for tools/show.py: its group, role and per-turn rewards, and per
     token its text, mask (1 = trained), advantage and turn (1..K; 0 = prompt or environment)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         for s in samples:
-            f.write(json.dumps({"group": s.group, "role": s.role, "rewards": s.rewards,
+            f.write(json.dumps({"group": s.group_name, "role": s.role, "rewards": s.rewards,
                                 "tokens": token_pieces(tok, s.ids), "mask": s.mask,
                                 "adv": s.adv, "turn": s.turn}) + "\n")
 

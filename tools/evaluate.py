@@ -1,10 +1,10 @@
 """Evaluate a policy, greedy by default, on held-out questions or levels.
 
-    python evaluate.py                                        # bundled model, search, 64 test questions
-    python evaluate.py --model runs/mt/checkpoint --json      # a trained run (its args.json is read)
-    python evaluate.py --model Qwen/Qwen2.5-0.5B --n 500      # a hub model (needs the network)
-    python evaluate.py --env sokoban --model runs/at/checkpoint
-    python evaluate.py --env planpath --model runs/planpath/checkpoint
+    python tools/evaluate.py                                        # bundled model, search, 64 test questions
+    python tools/evaluate.py --model runs/mt/checkpoint --json      # a trained run (its args.json is read)
+    python tools/evaluate.py --model Qwen/Qwen2.5-0.5B --n 500      # a hub model (needs the network)
+    python tools/evaluate.py --env sokoban --model runs/at/checkpoint
+    python tools/evaluate.py --env planpath --model runs/planpath/checkpoint
 
 Search: the MT-GRPO paper's Table 5 metrics (Zeng et al. 2025, arXiv 2505.11821), each as a
 rate (fraction of its maximum, averaged over episodes) and in reward units. Sokoban (AT-GRPO):
@@ -19,10 +19,12 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/evaluate.py
+
 import rewards
 import train
 from policy import BUNDLED, check_context, pick_device
-from records import read_json
+from machinery.records import read_json
 
 # Table 5 of the MT-GRPO paper: metric -> reward component (its maximum: rewards.MAXIMA)
 SEARCH_METRICS = {"tool_execution": "tool_execution", "answer_in_results": "answer_in_results",
@@ -57,7 +59,7 @@ def run_args(ours, rest):
         try:  # its task flags then go through train.parse_args like any flag
             saved = read_json(saved_path)
         except (OSError, ValueError) as e:
-            raise SystemExit(f"{e}; evaluate.py reads the task flags of the checkpoint's run there") from None
+            raise SystemExit(f"{e}; tools/evaluate.py reads the task flags of the checkpoint's run there") from None
     if ours.env and saved.get("env", ours.env) != ours.env:
         saved = {}  # a run of the other task: its prefill, sizes, questions do not apply here
     argv = [f"--{k.replace('_', '-')}={saved[k]}" for k in TASK_KEYS if k in saved]

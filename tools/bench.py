@@ -1,23 +1,23 @@
 """Measure what a training step costs on this machine, every variant in one run so the ratios
 hold even when absolute seconds drift:
 
-    python bench.py          # ours alone: generate and forward+backward, fp32 vs bf16 autocast
-    python bench.py --trl    # one GRPO step, ours and TRL's GRPOTrainer side by side
-    python bench.py --trl --fp32     # the same with autocast off on both sides
-    python bench.py --shared-prompt  # AT-GRPO update: K candidates' shared prompt run once or K times
+    python tools/bench.py          # ours alone: generate and forward+backward, fp32 vs bf16 autocast
+    python tools/bench.py --trl    # one GRPO step, ours and TRL's GRPOTrainer side by side
+    python tools/bench.py --trl --fp32     # the same with autocast off on both sides
+    python tools/bench.py --shared-prompt  # AT-GRPO update: K candidates' shared prompt run once or K times
 
 --trl needs TRL, kept out of the core requirements:
     pip install -c requirements.txt -r requirements-scale.txt
 
 Precision: the phases compute in bf16 (autocast over fp32 weights) on a GPU and on a CPU with
 native bf16 (AVX512-BF16 / AMX), else in fp32: most laptop CPUs have no native bf16, so training
-there runs in fp32 (precision.bf16_ok). `python bench.py` times bf16 against fp32 only where bf16 is
+there runs in fp32 (precision.bf16_ok). `python tools/bench.py` times bf16 against fp32 only where bf16 is
 native; elsewhere it times fp32 alone and says so. `--trl --fp32` turns autocast off on both
 sides (ours: the step's bf16 field; TRL: bf16=False), so ours / TRL can be measured in fp32 also
 where bf16 runs; without it a CPU with no native bf16 already measures fp32. Every output line
 and table names the precision it was measured in.
 
-`python bench.py` and --trl also measure the matmul peak of this CPU/GPU (2048 x 2048), in the
+`python tools/bench.py` and --trl also measure the matmul peak of this CPU/GPU (2048 x 2048), in the
 same run and in the dtype the phases compute in (a line such as "fp32 matmul peak at start:
 612 GFLOP/s"); "% of peak" is relative to it, and the --json line carries peak_gflops and
 peak_dtype.
@@ -30,9 +30,9 @@ clipped loss (TRL's loss_type "dapo"), mu = 1, AdamW, M sequences per forward/ba
 gradient accumulation, bf16 autocast over fp32 weights (fp32 with --fp32 or without native
 bf16, see Precision); step k samples with torch seed k on both sides. Phases:
 
-    generate   ours: decode.generate_turn       TRL: GRPOTrainer._generate_single_turn
-    reference  ours: loss.fill_logprobs(ref)    TRL: _get_per_token_logps_and_entropies(ref_model)
-    update     ours: loss.policy_update         TRL: the optimizer step (training_step x GA, grad
+    generate   ours: decode.generate_turn    TRL: GRPOTrainer._generate_single_turn
+    reference  ours: loss.fill_logprobs_fast(ref) TRL: _get_per_token_logps_and_entropies(ref_model)
+    update     ours: loss.policy_update_fast TRL: the optimizer step (training_step x GA, grad
                clip, AdamW) minus _generate_and_score_completions
     step       all of it, rewards and bookkeeping included
 
@@ -56,6 +56,10 @@ from dataclasses import replace
 
 import torch
 
+import os
+import sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/bench.py
+
 import env_search
 import env_sokoban
 import questions as qa
@@ -63,10 +67,10 @@ import rewards
 import retrieval
 import sokoban
 from mtgrpo import group_norm
-from loss import fill_logprobs, policy_update
-from precision import bf16_ok
+from loss import fill_logprobs_fast, policy_update_fast
+from machinery.precision import bf16_ok
 from sample import Sample
-from decode import generate_turn
+from machinery.decode import generate_turn
 from policy import BUNDLED, bundled_model_dir, load_model, prompt_ids
 from train import Args
 
@@ -156,10 +160,10 @@ def clock(log, phase, probe=None):
 
 
 def forward_backward(model, samples, micro_batch_size, device, bf16=True):
-    """The compute of an update (loss.policy_update: each group's shared prompt once, then
+    """The compute of an update (loss.policy_update_fast: each group's shared prompt once, then
     micro-batches with gradient accumulation, backward), with a learning rate of 0."""
     cfg = Args(micro_batch_size=micro_batch_size, temperature=1.0, beta=0.0, device=device, bf16=bf16)
-    policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, cfg)
+    policy_update_fast(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, cfg)
 
 
 # ---------------------------------------------------------------- ours alone: fp32 vs bf16
@@ -261,9 +265,9 @@ def our_step(model, ref, tok, optimizer, prompts, cfg, probe):
                    for p, n, a in zip(prompts, new, adv)]
         if ref is not None:
             with clock(log, "reference", probe):
-                fill_logprobs(ref, samples, "ref_logp", cfg.temperature, cfg.micro_batch_size, cfg.bf16)
+                fill_logprobs_fast(ref, samples, "ref_logp", cfg.temperature, cfg.micro_batch_size, cfg.bf16)
         with clock(log, "update", probe):
-            policy_update(model, optimizer, samples, cfg)
+            policy_update_fast(model, optimizer, samples, cfg)
     log.update(generated=sum(map(len, new)), trained=sum(map(len, new)), prompt=sum(map(len, prompts)),
                distinct_prompt=sum(map(len, set(map(tuple, prompts)))),
                positions=sum(len(s.ids) for s in samples))
@@ -293,7 +297,7 @@ def import_trl():
         import transformers
         import trl
     except ImportError as e:
-        raise SystemExit(f"bench.py --trl needs TRL ({e}). Run: {TRL_INSTALL}")
+        raise SystemExit(f"tools/bench.py --trl needs TRL ({e}). Run: {TRL_INSTALL}")
     return datasets, transformers, trl
 
 

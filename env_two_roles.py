@@ -1,0 +1,175 @@
+"""The AT-GRPO paper's planning workflow with two roles, which Sokoban (env_sokoban.py) and
+Plan-Path (env_planpath.py) both play ("Stronger Together: On-Policy RL for Collaborative LLMs",
+Zhao et al. 2025, arXiv 2510.11062). Each turn the planner proposes moves, which are tried on a
+copy of the board, and the executor, who sees the result, plays moves on the real board; with
+planner=False (the single-agent baseline) the executor plays alone. An agent's reward is
+local + alpha * team (the paper's).
+
+`TwoRoleTask` is the whole workflow: the turn order, the proposal on a copy, the execution on the
+real board, the prompts. A game subclasses it and says only what is its own (the hooks at the end
+of the class): its rules, how its board is shown, how moves play and what they earn, the team
+reward, one line of progress. Read top to bottom: the answer format, reading the model's moves,
+then TwoRoleTask.
+
+TwoRoleTask has what atgrpo.py needs of an environment (roles, turn, done, copy(), messages(role),
+act(role, text)) and, for evaluation (evaluate_games.py), solved and restart().
+"""
+import copy
+import re
+
+from sokoban import moves_in
+
+ROLES = ("planner", "executor")
+STOP_STRINGS = ["</answer>", "\n"]  # a turn ends at either: the answer is its first line, and
+# free text after it is neither generated nor trained (it was 85 % of the tokens: docs/sokoban.md)
+ANSWER_FORMAT = {1: "Answer with one move inside answer tags: U, D, L or R, for example <answer>L</answer>.",
+                 "n": "Answer with at most {} moves inside answer tags: U, D, L or R, for example "
+                      "<answer>L U</answer>."}  # measured: more varied samples than "<answer>R R D</answer>"
+TEAM = ("You are the {} of a team of two: the planner proposes moves, they are tried on a copy "
+        "of the {}, and the executor sees the result and decides the moves really played.")
+
+
+# ---------------------------------------------------------------- the model's moves
+ANSWER_TAGS = re.compile(r"<(/?)answer>", re.IGNORECASE)  # an opening or closing tag
+
+
+def parse_moves(text):
+    """The moves ["R", "R", "D"] in the last <answer>R R D</answer> (or <answer>["r", "right",
+    "down"]</answer>, ...) of a model's output; None without an answer or readable moves.
+    An answer left open (the model ran on without </answer>) counts up to the end of its line.
+    One pass over the tags (a regex <answer>(.*?)</answer> takes quadratic time on "<answer>" * n):
+    an answer runs from an opening tag to the next closing tag, as that regex reads it."""
+    answer = start = opened = None  # the last answer; where the open one starts; the last <answer>
+    for tag in ANSWER_TAGS.finditer(text):
+        if not tag.group(1):
+            opened = tag.end()
+            start = opened if start is None else start
+        elif start is not None:
+            answer, start = text[start:tag.start()], None
+    if answer is None and opened is not None:
+        answer = text[opened:].partition("\n")[0]
+    return moves_in(answer) if answer is not None else None
+
+
+# ---------------------------------------------------------------- the workflow
+class TwoRoleTask:
+    """One level played in turns by the planner and the executor (or the executor alone). An
+    answer counts up to moves_per_turn moves. The episode ends when the level is solved or after
+    max_turns turns. act(role, text) returns that agent's reward, local + alpha * team, over the
+    planner's copy (the real board is untouched) or the executor's real board. An answer without
+    readable moves gets FORMAT_PENALTY (team 0) and a note shown to the next role. All
+    attributes are immutable and messages(role) is a pure function of them, so copies give
+    byte-identical prompts and acting on a copy never changes the original (tree sampling)."""
+
+    NOUN = "board"  # what the prompts call the level
+    RULES = ""  # the game's rules: the start of every system prompt
+    FORMAT_PENALTY = -2.0  # an answer with no readable moves
+    DISTANCE = "distance"  # the log's name for distance_left()
+
+    def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, positions=False):
+        self.level = self.state = level
+        self.max_turns, self.alpha, self.planner = max_turns, alpha, planner
+        self.moves_per_turn, self.positions = moves_per_turn, positions
+        self.roles = ROLES if planner else ("executor",)
+        self.turn = 0
+        self.moves = 0  # moves the executor has played (blocked ones too)
+        self.answers = ()  # the executor's moves of each turn, "-" for an unreadable answer
+        self.next_role = self.roles[0]
+        self.observation = ""  # what the last act produced, shown to the next role
+
+    @property
+    def done(self):
+        return self.solved or self.turn >= self.max_turns
+
+    def copy(self):
+        """An independent copy: all attributes are immutable, so a shallow copy is a deep one."""
+        return copy.copy(self)
+
+    def restart(self):
+        """A copy back at the first board but at the same turn and role (the board ablation)."""
+        again = self.copy()
+        again.state, again.observation = self.level, ""
+        return again
+
+    def messages(self, role):
+        """The chat messages [system, user] for `role`, who must act next."""
+        self._check(role)
+        system = self.RULES + (TEAM.format(role, self.NOUN) if self.planner else
+                               f"Your moves are played on the {self.NOUN}.")
+        answer = ANSWER_FORMAT[1] if self.moves_per_turn == 1 else ANSWER_FORMAT["n"].format(self.moves_per_turn)
+        lines = [f"Turn {self.turn + 1} of {self.max_turns}. The {self.NOUN}:", *self.view(),
+                 self.observation, answer]
+        user = "\n".join(line for line in lines if line)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def act(self, role, text):
+        """Apply `role`'s output text and return its reward (class docstring)."""
+        self._check(role)
+        moves = parse_moves(text)
+        if moves is not None:
+            moves = moves[:self.moves_per_turn]
+        return self._propose(moves) if role == "planner" else self._execute(moves)
+
+    def _check(self, role):
+        """Only the role whose move it is may act, and only while the episode runs."""
+        if self.done:
+            raise ValueError("the episode is over")
+        if role != self.next_role:
+            raise ValueError(f"it is the {self.next_role}'s move, not the {role}'s")
+
+    def _propose(self, moves):
+        """The planner: play the proposal on a copy and show the result to the executor."""
+        self.next_role = "executor"
+        if moves is None:
+            self.observation = "The planner's answer had no readable moves: there is no proposal."
+            return self.FORMAT_PENALTY
+        after, local, blocked, _ = self.play(moves)
+        self.observation = (f"The planner proposes: {' '.join(moves)}\nPlayed on a copy of the {self.NOUN}, the "
+                            f"proposal gives:\n{self.board(after)}\n{self.progress(self.state, after, blocked)}")
+        return local + self.alpha * self.team_reward(self.state, after)
+
+    def _execute(self, moves):
+        """The executor: play the moves on the real board and end the turn."""
+        before = self.state
+        if moves is None:
+            local = self.FORMAT_PENALTY
+            self.observation = "Last turn's answer had no readable moves: nothing was played."
+        else:
+            self.state, local, blocked, played = self.play(moves)
+            self.moves += played
+            self.observation = (f"Last turn these moves were played: {' '.join(moves)}\n"
+                                f"{self.progress(before, self.state, blocked)}")
+        self.answers += ("".join(moves) if moves else "-",)
+        self.turn += 1
+        self.next_role = self.roles[0]
+        return local + self.alpha * self.team_reward(before, self.state)
+
+    # ------------------------------------------------ what each game says (env_sokoban.py, env_planpath.py)
+    @property
+    def solved(self):
+        """Is the level solved?"""
+        raise NotImplementedError
+
+    def view(self):
+        """The lines that show self.state in the user prompt (the board, and more)."""
+        raise NotImplementedError
+
+    def board(self, state):
+        """The board of `state` as text (shown after a proposal)."""
+        raise NotImplementedError
+
+    def play(self, moves):
+        """(state after, local reward, blocked moves, moves played) of moves from self.state."""
+        raise NotImplementedError
+
+    def team_reward(self, before, after):
+        """The team's progress from `before` to `after`."""
+        raise NotImplementedError
+
+    def progress(self, before, after, blocked):
+        """One line on what the moves did, shown to the next role."""
+        raise NotImplementedError
+
+    def distance_left(self):
+        """How far the level is from solved (logged as DISTANCE)."""
+        raise NotImplementedError
