@@ -6,6 +6,7 @@ read their settings from here.
 """
 import argparse
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -110,6 +111,10 @@ CHECKS = [
 ]
 
 
+# what --resume may change; every other flag defines the run, and a different value is refused
+MAY_CHANGE = ("steps", "save_every", "eval_every", "eval_n", "device", "micro_batch_size", "plain", "hf_generate",
+              "resume", "out", "overwrite")
+
 ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo"), "planpath": ("at", "grpo")}
 # --env sokoban and --env planpath change these defaults: the setups of docs/results-sokoban.md
 # and docs/results-planpath.md
@@ -169,11 +174,17 @@ def parse_args(argv=None):
         if not os.path.exists(path):
             p.error(f"--resume {given['resume']}: no args.json there; give the run folder (--out) of an earlier run")
         saved = saved_args(path)
+    if given.get("resume") and given.get("overwrite"):
+        p.error("--resume continues a run and --overwrite starts one over: give one of them")
+    for key, value in given.items():  # a run's identity is fixed
+        if saved and key not in MAY_CHANGE and key in saved and value != saved[key] and not (
+                key == "algo" and value == "auto"):
+            p.error(f"--{key.replace('_', '-')} {value!r}: the run in {given['resume']} has {saved[key]!r} "
+                    "(its args.json), and --resume keeps a run's settings; drop the flag or start a new run "
+                    "(docs/training.md lists what may change)")
     env = given.get("env", saved.get("env", Args.env))
     args = Args(**{**ENV_DEFAULTS.get(env, {}), **saved, **given})
     if args.resume:
-        if given.get("overwrite"):
-            p.error("--resume continues a run and --overwrite starts one over: give one of them")
         args.out, args.overwrite = args.resume, False
     if args.env not in ALGOS:
         p.error(f"--env must be one of {', '.join(ALGOS)}, not {args.env!r}")
@@ -193,6 +204,9 @@ def parse_args(argv=None):
         p.error(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
     if args.loss_type not in ("token", "seq"):
         p.error(f"--loss-type must be token or seq, not {args.loss_type!r}")
+    for f in dataclasses.fields(Args):  # every float flag, whatever CHECKS says of it
+        if f.type is float and not math.isfinite(getattr(args, f.name)):
+            p.error(f"--{f.name.replace('_', '-')} is {getattr(args, f.name)!r}; it must be a finite number")
     for name, ok, what in CHECKS:
         if not ok(getattr(args, name)):
             p.error(f"--{name.replace('_', '-')} is {getattr(args, name)!r}; it must be {what}")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from env_two_roles import TwoRoleTask
 from sokoban import MOVES, in_range, moves_in
+from machinery.cli import one_line
 
 STEP_REWARD, INVALID_REWARD = -0.01, -0.10  # a move; a blocked move (instead)
 SHAPING, GOAL_REWARD, OPTIMAL_BONUS = 1.0, 1.0, 0.5
@@ -291,6 +292,7 @@ def play_in_terminal(level, lines, out):
             return
 
 
+@one_line
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="the level to play")

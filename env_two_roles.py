@@ -173,3 +173,17 @@ class TwoRoleTask:
     def distance_left(self):
         """How far the level is from solved (logged as DISTANCE)."""
         raise NotImplementedError
+
+
+def longest_messages(tasks):
+    """The longest prompt a role is shown in these tasks (for the context check): the one after a
+    first answer of as many moves as a turn allows, whose observation (a proposal and the board it
+    gives, or the moves played) is the longest a prompt holds; a prompt holds one observation."""
+    prompts = []
+    for task in tasks:
+        prompts.append(task.messages(task.roles[0]))
+        after = task.copy()
+        after.act(after.roles[0], "<answer>" + " ".join("U" * after.moves_per_turn) + "</answer>")
+        if not after.done:
+            prompts.append(after.messages(after.next_role))
+    return max(prompts, key=lambda messages: sum(len(m["content"]) for m in messages))

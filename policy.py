@@ -72,7 +72,8 @@ def env_suffix_ids(tok, observation, last_token):
             + tok(tail, add_special_tokens=False)["input_ids"])
 
 
-def check_context(model, tok, messages, new_tokens):
+def check_context(model, tok, messages, new_tokens,
+                  fix="shorten or remove that question, or lower --max-completion-length"):
     """Stop with one line, before any work, when a prompt (chat messages) plus `new_tokens`
     would not fit the model's context: max_position_embeddings, else the tokenizer's
     model_max_length (1e30 where the tokenizer knows no limit: nothing is refused). Past it the
@@ -81,8 +82,7 @@ def check_context(model, tok, messages, new_tokens):
     n = len(prompt_ids(tok, messages))
     if n + new_tokens > limit:
         raise SystemExit(f"a prompt of {n} tokens plus {new_tokens} new ones does not fit the model's "
-                         f"context of {limit} tokens ({messages[-1]['content'][:60]!r}…); shorten or "
-                         "remove that question, or lower --max-completion-length")
+                         f"context of {limit} tokens ({messages[-1]['content'][:60]!r}…); {fix}")
 
 
 def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=None):
@@ -161,10 +161,12 @@ def bundled_model_dir(redo=False):
     try:
         convert_gguf(os.path.dirname(spec.origin), tmp)
         os.replace(tmp, cache)
-    except OSError as e:  # a full disk; or another process renamed its folder into place first
+    except Exception as e:  # a full disk (an OSError, or safetensors' own SafetensorError while it
+        # writes); or another process renamed its folder into place first
         if not os.path.exists(done):
-            raise SystemExit(f"cannot write the converted model to {cache} ({e.strerror or e}): free "
-                             "space there (about 520 MB) or set XDG_CACHE_HOME to another folder") from None
+            why = getattr(e, "strerror", None) or (str(e).splitlines() or [type(e).__name__])[0]
+            raise SystemExit(f"cannot write the converted model to {cache} ({why}): free space there "
+                             "(about 520 MB) or set XDG_CACHE_HOME to another folder") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # ours, unless it was renamed into place
     return cache
@@ -196,6 +198,9 @@ def load_model(name, device, retry=True):
     A folder with a damaged file (a truncated safetensors, a broken JSON) is one line naming it;
     a damaged conversion of the bundled model is converted again, once."""
     path = bundled_model_dir() if name == BUNDLED else name
+    if not os.path.exists(path) and (path.startswith((".", "/", "~")) or path.count("/") > 1):
+        raise SystemExit(f"--model {name}: no such folder; give a model folder such as RUN/checkpoint, a hub "
+                         f"id such as Qwen/Qwen2.5-0.5B (needs network), or '{BUNDLED}'")
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
         raise SystemExit(f"{name} is a folder but not a model (no config.json in it): give a model "
                          f"folder such as RUN/checkpoint, a hub id, or '{BUNDLED}'")

@@ -23,6 +23,7 @@ import time
 from env_search import format_result
 from machinery.records import read_jsonl
 from retrieval import BM25Retriever, load_corpus_jsonl, load_wiki_corpus, tokenize, truncate_words
+from machinery.cli import one_line
 
 HUMAN_QUESTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                                "human_questions.jsonl")
@@ -241,6 +242,7 @@ def recall_bench(seed=0, human_path=HUMAN_QUESTIONS):
                   f"an answer alias in the shown result {100 * shown:.1f}%")
 
 
+@one_line
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="The trivia questions generated from the offline Wikipedia, split by "

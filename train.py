@@ -155,8 +155,7 @@ TABLE["planpath"] = [("distance", "moves to the goal left") if k == "box_distanc
 def main(argv=None):
     args = parse_args(argv)  # every flag is checked, then the data and models are loaded,
     check_out(args)  # and only then is anything written to the run folder
-    if os.path.isdir(args.out):
-        checkpoint.claim(args.out)  # a live run in that folder refuses here, before the model loads
+    checkpoint.claim(args.out, make=False)  # a live run on that folder refuses here, before the model loads
     try:
         return train(args)
     except KeyboardInterrupt:
@@ -164,8 +163,9 @@ def main(argv=None):
         raise SystemExit("\nstopped (Ctrl-C). " + (f"Continue from the last checkpoint: python train.py --resume {args.out}"
                          if saved else "No checkpoint yet: start again with --overwrite")) from None
     except OSError as e:  # a write failed: disk full, read-only, file too large
-        raise SystemExit(f"could not write {e.filename or args.out}: {e.strerror or e}; make room or fix "
-                         f"permissions, then continue with python train.py --resume {args.out}") from None
+        saved = os.path.exists(os.path.join(args.out, "checkpoint"))
+        raise SystemExit(f"could not write {e.filename or args.out}: {e.strerror or e}; make room or fix permissions, "
+                         f"then {f'continue with python train.py --resume {args.out}' if saved else 'start again with --overwrite'}") from None
 
 
 def train(args):
@@ -182,10 +182,7 @@ def train(args):
             args.out, lambda folder: load_models(roles, folder, device, subfolders=True))
     else:
         (models, tok), ckpt = load_models(roles, args.model, device), None
-    if args.env == "search":  # the longest question, with two turns of new tokens, must fit
-        longest = max([*pool, *test], key=lambda q: len(q["question"]))
-        check_context(models["policy"], tok, make_envs([longest], data, args)[0].messages,
-                      2 * args.max_completion_length)
+    check_prompts(next(iter(models.values())), tok, data, pool, test, args)
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
@@ -278,6 +275,18 @@ def signal(samples):
     for s in samples:
         silent[s.group_name] = silent.get(s.group_name, True) and not any(a for a, m in zip(s.adv, s.mask) if m)
     return {"groups": len(silent), "zero_adv_groups": sum(silent.values()) / len(silent)}
+
+
+def check_prompts(model, tok, data, pool, test, args):
+    """The task's longest prompt and its new tokens must fit the model's context: search, the longest
+    question with two turns; the games, the longest prompt a role sees (env_two_roles.longest_messages)
+    on the test levels and a few training levels (one size: prompts differ little)."""
+    items = [*pool[:8], *test] if args.env in GAMES else [*pool, *test]
+    if args.env == "search":
+        longest = max(items, key=lambda q: len(q["question"]))
+        return check_context(model, tok, make_envs([longest], data, args)[0].messages, 2 * args.max_completion_length)
+    check_context(model, tok, env_two_roles.longest_messages(GAMES[args.env].make_tasks(items, args)),
+                  args.max_completion_length, "use a smaller --size or --moves-per-turn, or lower --max-completion-length")
 
 
 def load_models(roles, path, device, subfolders=False):

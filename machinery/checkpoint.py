@@ -1,8 +1,13 @@
 """The run folder: one writer at a time, checkpoints so that `train.py --resume OUT` continues a
 run exactly, and the rollouts of every step, for tools/show.py.
 
-OUT/.lock is an OS file lock (fcntl; Linux and macOS) held by the process that writes the run;
-the kernel releases it when that process ends, even on a kill.
+One writer: the process that writes a run holds an OS file lock (fcntl; Linux and macOS) on a
+file named by the run folder's absolute path, kept outside the folder (LOCKS), so deleting the
+folder cannot delete its lock, and no file in the folder (a `.lock` link in a folder copied from
+someone else, say) is ever opened for it. The kernel releases the lock when the process ends,
+even on a kill. A run also checks, before each step's writes, that its folder is still the one it
+claimed (still_ours): if someone deleted or replaced it, the run stops with one line and writes
+nothing more, and a new run on that path is refused until it has stopped.
 
 OUT/checkpoint is one Hugging Face folder (a shared policy; `from_pretrained` loads it) or one
 subfolder per role (per-role policies), plus trainer_state.pt: the step, the optimizers, and the
@@ -11,6 +16,7 @@ saving leaves the previous checkpoint whole; a resume falls back to that previou
 when the newer one is missing or unreadable. trainer_state.pt is read with weights_only=True:
 tensors and plain types only, so a state file from someone else cannot run code.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -26,39 +32,79 @@ try:
 except ImportError:  # Windows: no fcntl, so runs there are not locked
     fcntl = None
 
-HELD = {}  # run folder -> its open lock file, held until this process ends
+HELD = {}  # run folder -> [its open lock file, the folder held open once made or found (a file descriptor)]
+LOCKS = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "turn-rl", "locks")
 
 
 # ---------------------------------------------------------------- one writer per run folder
-def claim(out):
+def claim(out, make=True):
     """Take OUT's lock for this process, or stop with one line naming the process that holds it
-    (a second train.py on the same --out, or a --resume of a run that is still training)."""
+    (a second train.py on the same --out, or a --resume of a run that is still training). make:
+    also make the folder (if it is not there). The folder found or made is noted, for still_ours.
+    train.py takes the lock with make=False before loading anything, and makes the folder at its
+    first write."""
     key = os.path.realpath(out)
-    if key in HELD or fcntl is None:
+    if fcntl is None:
         return
+    if key not in HELD:
+        HELD[key] = [lock(out), None]
+    if HELD[key][1] is None and (make or os.path.isdir(out)):
+        try:
+            os.makedirs(out, exist_ok=True)
+            HELD[key][1] = os.open(out, os.O_RDONLY | os.O_DIRECTORY)  # held: its inode is not reused
+        except OSError as e:
+            raise SystemExit(f"cannot write to the run folder {out}: {e.strerror}; choose another --out") from None
+
+
+def lock(out):
+    """The open file of OUT's lock, locked by this process (claim)."""
+    key = os.path.realpath(out)
     try:
-        os.makedirs(out, exist_ok=True)
-        f = open(os.path.join(out, ".lock"), "a+")
+        os.makedirs(LOCKS, exist_ok=True)
+        fd = os.open(lock_file(out), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as e:
-        raise SystemExit(f"cannot write to the run folder {out}: {e.strerror}; choose another --out")
+        raise SystemExit(f"cannot write the run lock in {LOCKS}: {e.strerror}; make it writable "
+                         "(or set XDG_CACHE_HOME to a writable folder)") from None
+    f = os.fdopen(fd, "r+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        f.seek(0)
         holder = f.read().strip() or "another process"
         f.close()
         raise SystemExit(f"{out} is in use by {holder}: wait for that run to end or stop it; "
                          "two processes writing one run would mix their logs and checkpoints")
-    f.seek(0)
     f.truncate()
-    f.write(f"train.py (pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M')})")
+    f.write(f"train.py (pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M')}) "
+            f"in {key}")
     f.flush()
-    HELD[key] = f
+    return f
+
+
+def lock_file(out):
+    """The lock of the run folder OUT: a file in LOCKS named by a hash of OUT's absolute path."""
+    return os.path.join(LOCKS, hashlib.sha256(os.path.realpath(out).encode()).hexdigest()[:32] + ".lock")
+
+
+def still_ours(out):
+    """Stop with one line if OUT is no longer the folder this process claimed (deleted, or
+    deleted and made again): writing on would recreate it or write into another run."""
+    held = HELD.get(os.path.realpath(out))
+    if held is None or held[1] is None:
+        return
+    try:
+        folder, ours = os.stat(out), os.fstat(held[1])
+        same = (folder.st_dev, folder.st_ino) == (ours.st_dev, ours.st_ino) and ours.st_nlink > 0
+    except OSError:
+        same = False
+    if not same:
+        raise SystemExit(f"the run folder {out} was deleted or replaced while this run trained: stopped "
+                         "without writing more (its lock is released; start a new run there if you wish)")
 
 
 def save_args(args, out):
     """Write OUT/args.json (a dict of the run's flags) to a new file that then replaces it, so a
     kill mid-write never leaves a half-written one for --resume to read."""
+    still_ours(out)
     with open(os.path.join(out, "args.json.tmp"), "w") as f:
         json.dump(args, f, indent=1)
     os.replace(os.path.join(out, "args.json.tmp"), os.path.join(out, "args.json"))
@@ -80,6 +126,7 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
     """Write OUT/checkpoint atomically (see the module docstring). The previous checkpoint is
     kept as checkpoint.old until the new one is in place; what a crash left of an older
     checkpoint.old (even half deleted) is removed first."""
+    still_ours(out)
     final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -93,9 +140,11 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
     except Exception as e:  # disk full, read-only, file too large: torch raises RuntimeError for these
         shutil.rmtree(tmp, ignore_errors=True)
         free = shutil.disk_usage(out).free / 1e9
+        then = (f"The previous checkpoint is kept: make room, then python train.py --resume {out}"
+                if os.path.exists(os.path.join(final, "trainer_state.pt")) else
+                f"No checkpoint was saved before: make room, then start again with --overwrite")
         raise SystemExit(f"could not save the checkpoint of step {step} in {out}: {str(e).splitlines()[0]} "
-                         f"({free:.1f} GB free there). The previous checkpoint is kept: make room, then "
-                         f"python train.py --resume {out}") from None
+                         f"({free:.1f} GB free there). {then}") from None
     if os.path.exists(final):
         shutil.rmtree(old, ignore_errors=True)
         os.replace(final, old)
@@ -165,6 +214,7 @@ def truncate_log(path, step):
 def save_rollouts(samples, tok, path):
     """OUT/rollouts/step_N.jsonl: one JSON line per sample for tools/show.py: its group, role and per-turn rewards, and per
     token its text, mask (1 = trained), advantage and turn (1..K; 0 = prompt or environment)."""
+    still_ours(os.path.dirname(os.path.dirname(path)))  # OUT/rollouts/step_N.jsonl
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         for s in samples:

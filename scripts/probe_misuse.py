@@ -1,6 +1,7 @@
 """Misuse a careless user or script commits, tried for real with a tiny random model: two writers
 on one run folder, a pickle in a run folder, documents that forge chat turns, edited args.json,
-hangs, and write failures. Each case says what it saw and whether it was handled (no data lost,
+hangs, and write failures; then (round 3) the run folder's lock and life, a run's identity on
+--resume, every task's checks, and every tool's errors (tests/test_misuse.py has them as tests). Each case says what it saw and whether it was handled (no data lost,
 no code run, no silent wrong result, no hang, one line instead of a traceback).
 
     .venv/bin/python scripts/probe_misuse.py          # a Markdown table; exit 1 if a case fails
@@ -39,6 +40,13 @@ def last_line(text):
 def one_line_error(code, text):
     """A refusal: non-zero exit, no traceback."""
     return code != 0 and "Traceback" not in text
+
+
+def small_files():
+    """In the child process: files above 1 MB cannot be written, so a checkpoint (a few MB) fails."""
+    import resource
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2 ** 20, 2 ** 20))
 
 
 def steps_of(run_dir):
@@ -247,12 +255,7 @@ class Probe:
 
     def file_too_large_at_save(self):
         out = self.path("fsize")
-
-        def limit():  # files above 1 MB cannot be written: the checkpoint (a few MB) fails
-            import resource
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (2 ** 20, 2 ** 20))
-        code, text = run(self.train(out), preexec_fn=limit)
+        code, text = run(self.train(out), preexec_fn=small_files)
         return one_line_error(code, text) and "checkpoint" in last_line(text), f"exit {code}: {last_line(text)[:160]}"
 
     def read_only_out(self):
@@ -327,6 +330,91 @@ class Probe:
         return one_line_error(code, text) and not os.path.exists(os.path.join(out, "log.jsonl")), \
             f"exit {code} after {time.time() - t0:.0f} s: {last_line(text)[:120]}"
 
+    # ------------------------------------------------ round 3: the folder's life, identity, every task, every tool
+    def lock_link(self):
+        out, victim = self.finished_run("lock_link"), self.path("victim.txt")
+        open(victim, "w").write("precious\n")
+        os.symlink(victim, os.path.join(out, ".lock"))
+        code, text = run([PY, "train.py", "--resume", out, "--steps", "3"])
+        ok = code == 0 and open(victim).read() == "precious\n"
+        return ok, f"--resume: exit {code}; the linked file: {open(victim).read().strip()!r}"
+
+    def deleted_live_folder(self):
+        out = self.path("deleted_live")
+        first = subprocess.Popen(self.train(out, steps=25), cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT)
+        while not os.path.exists(os.path.join(out, "checkpoint")) and first.poll() is None:
+            time.sleep(0.2)
+        shutil.rmtree(out)
+        code, text = run(self.train(out, "--overwrite", steps=3))
+        first_text = first.communicate(timeout=300)[0]
+        ok = (one_line_error(code, text) and "in use by" in text and one_line_error(first.returncode, first_text)
+              and "was deleted" in first_text and not os.path.exists(out))
+        return ok, (f"new run: exit {code}, {last_line(text)[:60]}…; live run: exit {first.returncode}, "
+                    f"{last_line(first_text)[:70]}…; folder made again: {'yes' if os.path.exists(out) else 'no'}")
+
+    def compare_extends_without_checkpoint(self):
+        out = self.finished_run("no_ckpt")
+        shutil.rmtree(os.path.join(out, "checkpoint"))
+        before = open(os.path.join(out, "log.jsonl")).read()
+        code, text = run([PY, "tools/compare.py", "--env", "search", "--out", os.path.dirname(out), "--algos", "mt",
+                          "--", "--model", self.model, "--steps", "4", *TINY])
+        ok = open(os.path.join(out, "log.jsonl")).read() == before and "no checkpoint" in text
+        said = [l.strip() for l in text.splitlines() if "no checkpoint" in l]
+        return ok, f"exit {code}; the log kept: {open(os.path.join(out, 'log.jsonl')).read() == before}; {said[0][:110] if said else '-'}"
+
+    def resume_with_another(self, flag, value):
+        out = self.finished_run(f"identity_{flag.strip('-')}")
+        before = open(os.path.join(out, "args.json")).read()
+        code, text = run([PY, "train.py", "--resume", out, "--steps", "3", flag, value])
+        ok = one_line_error(code, text) and open(os.path.join(out, "args.json")).read() == before
+        return ok, f"exit {code}: {last_line(text)[:140]}"
+
+    def float_flag(self, flag, value):
+        code, text = run(self.train(self.path(f"float_{flag.strip('-')}"), f"{flag}={value}", "--env", "planpath"))
+        return one_line_error(code, text), f"exit {code}: {last_line(text)[:140]}"
+
+    def grid_beyond_the_context(self):
+        out = self.path("big_grid")
+        code, text = run(self.train(out, "--env", "planpath", "--size", "40", "--min-solution", "1",
+                                    "--max-solution", "0"))
+        ok = one_line_error(code, text) and "context" in text and not os.path.exists(os.path.join(out, "log.jsonl"))
+        return ok, f"exit {code}: {last_line(text)[:140]}"
+
+    def evaluate_planpath(self):
+        code, text = run([PY, "tools/evaluate.py", "--env", "planpath", "--model", self.model, "--n", "2",
+                          "--bf16", "false", "--max-completion-length", "4"])
+        return code == 0 and "Traceback" not in text, f"exit {code}: {last_line(text)[:140]}"
+
+    def ctrl_c_in_evaluate(self):
+        p = subprocess.Popen([PY, "tools/evaluate.py", "--model", self.model, "--n", "64", "--bf16", "false",
+                              "--max-completion-length", "256"],
+                             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        time.sleep(8)
+        p.send_signal(signal.SIGINT)
+        text = p.communicate(timeout=60)[0]
+        return one_line_error(p.returncode, text), f"exit {p.returncode}: {last_line(text)[:140]}"
+
+    def missing_model_folder(self):
+        code, text = run([PY, "tools/evaluate.py", "--model", self.path("no/such/checkpoint"), "--n", "1"])
+        return one_line_error(code, text) and "no such folder" in text, f"exit {code}: {last_line(text)[:140]}"
+
+    def first_save_fails(self):
+        out = self.path("first_save")
+        code, text = run(self.train(out, steps=1), preexec_fn=small_files)
+        ok = one_line_error(code, text) and "--overwrite" in last_line(text) and "--resume" not in last_line(text)
+        return ok, f"exit {code}: {last_line(text)[:160]}"
+
+    def tree_on_a_malformed_row(self):
+        out = self.finished_run("tree_row")
+        step = os.path.join(out, "rollouts", "step_1.jsonl")
+        row = {"group": "level 1 / planner / turn 1", "role": "planner", "rewards": [], "tokens": ["a"],
+               "mask": [1], "adv": [0.0], "turn": [1]}
+        open(step, "w").write(json.dumps(row) + "\n")
+        code, text = run([PY, "tools/show.py", out, "--step", "1", "--tree"])
+        return one_line_error(code, text) and "line 1" in text, f"exit {code}: {last_line(text)[:140]}"
+
+
     def cases(self):
         return [
             ("data lost", "two train.py on one --out at once", self.two_writers_at_once),
@@ -366,6 +454,20 @@ class Probe:
             ("traceback", "tools/show.py --out into a missing folder", lambda: self.show_cases("missing folder")),
             ("traceback", "--out ''", lambda: self.out_mistake("", "empty")),
             ("traceback", "a file named rollouts in --out", lambda: self.out_mistake(self.path("rollouts_file"), "a file named rollouts")),
+            ("data lost", "a .lock link in a copied run folder, then --resume", self.lock_link),
+            ("data lost", "a live run's folder deleted, then --overwrite on it", self.deleted_live_folder),
+            ("data lost", "tools/compare.py extends a finished run whose checkpoint was deleted", self.compare_extends_without_checkpoint),
+            ("silent", "--resume R --env sokoban (R: search)", lambda: self.resume_with_another("--env", "sokoban")),
+            ("silent", "--resume R --num-generations 4 (R: 2)", lambda: self.resume_with_another("--num-generations", "4")),
+            ("silent", "--resume R --model another", lambda: self.resume_with_another("--model", "HuggingFaceTB/SmolLM2-360M")),
+            ("silent", "--team-alpha nan", lambda: self.float_flag("--team-alpha", "nan")),
+            ("silent", "--top-p inf", lambda: self.float_flag("--top-p", "inf")),
+            ("silent", "a Plan-Path grid beyond the model's context", self.grid_beyond_the_context),
+            ("traceback", "tools/evaluate.py --env planpath (docs/planpath.md)", self.evaluate_planpath),
+            ("traceback", "Ctrl-C in tools/evaluate.py", self.ctrl_c_in_evaluate),
+            ("traceback", "a missing local --model folder", self.missing_model_folder),
+            ("traceback", "the first checkpoint save fails (RLIMIT_FSIZE 1 MB)", self.first_save_fails),
+            ("traceback", "tools/show.py --tree on a rollout row without rewards", self.tree_on_a_malformed_row),
         ]
 
 

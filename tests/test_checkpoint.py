@@ -183,7 +183,7 @@ def test_a_run_folder_has_one_writer_and_a_dead_writer_holds_nothing(tmp_path):
         holder.kill()
         holder.wait()
     checkpoint.claim(str(run))  # the kernel released the killed holder's lock
-    assert f"pid {os.getpid()} " in (run / ".lock").read_text()
+    assert f"pid {os.getpid()} " in open(checkpoint.lock_file(str(run))).read()
 
 
 def test_a_pickle_in_the_trainer_state_runs_nothing(saved, tmp_path):

@@ -51,8 +51,9 @@ def test_plan_fresh_resume_done_and_extend(tmp_path):
     assert compare.plan(run, want(run, "mt", "search", "--steps", "4")) == "resume"
     run = make_run(tmp_path / "b", "mt", log=log2, checkpoint="checkpoint.old", steps=4)
     assert compare.plan(run, want(run, "mt", "search", "--steps", "4")) == "resume"
-    run = make_run(tmp_path / "c", "mt", log=log2, steps=4)  # crashed before the first save
-    assert compare.plan(run, want(run, "mt", "search", "--steps", "4")) == "fresh"
+    run = make_run(tmp_path / "c", "mt", log=log2, steps=4)  # crashed before the first save, or checkpoint deleted
+    assert compare.plan(run, want(run, "mt", "search", "--steps", "4")) == "kept"
+    assert compare.plan(run, want(run, "mt", "search", "--steps", "4"), restart=True) == "fresh"
     run = make_run(tmp_path / "d", "mt", log=log2, checkpoint="checkpoint", steps=2)
     assert compare.plan(run, want(run, "mt", "search", "--steps", "2")) == "done"
     assert compare.plan(run, want(run, "mt", "search", "--steps", "6")) == "resume"  # extend the run
@@ -82,6 +83,24 @@ def test_commands_for_fresh_resumed_and_finished_runs(tmp_path, monkeypatch):
     assert cmds["mt"][0][:2] == [sys.executable, os.path.join(compare.ROOT, "train.py")]
     assert all(c[2] == max(1, os.cpu_count() // 2) and c[3] is False for c in calls)  # threads split
     assert cmds["mt"][1] == os.path.join(out, "mt.out")
+
+
+def test_a_run_with_a_log_but_no_checkpoint_is_kept_not_overwritten(tmp_path, monkeypatch, capsys):
+    """A finished run whose checkpoint was deleted to save disk, extended with more steps: it
+    cannot resume, and starting it over would delete its log and rollouts. It is reported and
+    left as it is; --restart starts it over."""
+    out = str(tmp_path)
+    run = make_run(out, "mt", log=search_log(6), steps=6, seed=3)
+    os.makedirs(os.path.join(run, "rollouts"))
+    before = open(os.path.join(run, "log.jsonl")).read()
+    calls = []
+    monkeypatch.setattr(compare, "execute", lambda cmd, *a, **k: calls.append(cmd) or (0, 1.0))
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    compare.main(["--env", "search", "--out", out, "--algos", "mt", "--", "--steps", "9", "--seed", "3"])
+    assert calls == [] and open(os.path.join(run, "log.jsonl")).read() == before
+    assert f"{run} has a log to step 6 but no checkpoint: delete it or give --restart" in capsys.readouterr().out
+    compare.main(["--env", "search", "--out", out, "--algos", "mt", "--restart", "--", "--steps", "9", "--seed", "3"])
+    assert "--overwrite" in calls[0]
 
 
 def test_execute_tees_the_output_and_sets_the_threads(tmp_path, capfd):

@@ -73,6 +73,7 @@ from sample import Sample
 from machinery.decode import generate_turn
 from policy import BUNDLED, bundled_model_dir, load_model, prompt_ids
 from train import Args
+from machinery.cli import one_line
 
 TRL_INSTALL = "pip install -c requirements.txt -r requirements-scale.txt"
 PREFILL = "<reasoning>"
@@ -522,6 +523,7 @@ def report(args, results, peak, dtype):
 
 
 # ---------------------------------------------------------------- main
+@one_line
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--trl", action="store_true", help="one GRPO step, ours and TRL side by side")

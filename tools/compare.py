@@ -33,6 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/compare.py
 
 import train
+from machinery.cli import one_line
 from machinery.records import read_json, read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # train.py is there
@@ -85,15 +86,18 @@ def read_args(run):
     return read_json(os.path.join(run, "args.json"), {"env": str, "algo": str})
 
 
-def plan(run, want):
-    """'done', 'resume' or 'fresh' for the run folder `run` and the requested train.Args `want`.
+def plan(run, want, restart=False):
+    """'done', 'resume', 'fresh' or 'kept' for the run folder `run` and the requested train.Args
+    `want`. 'kept': the folder holds a log or rollouts but no checkpoint to resume from (deleted to
+    save disk, say); it is left as it is unless `restart` (--restart) lets a fresh run replace it.
     A folder is reused only if it was run with the same flags (all but algo, out and steps)."""
     log = read_log(run)
     done = bool(log) and log[-1]["step"] >= want.steps
     ckpt = any(os.path.exists(os.path.join(run, c, "trainer_state.pt"))
                for c in ("checkpoint", "checkpoint.old"))  # as train.checkpoint_dir
     if not (done or ckpt) or not os.path.exists(os.path.join(run, "args.json")):
-        return "fresh"
+        kept = log or os.path.isdir(os.path.join(run, "rollouts"))
+        return "kept" if kept and not restart else "fresh"
     saved, default = read_args(run), train.Args()
     for k, v in dataclasses.asdict(want).items():
         old = saved.get(k, getattr(default, k))  # a flag newer than the run: it ran with the default
@@ -141,8 +145,9 @@ def run_folders(out, algo, seeds):
     return {s: os.path.join(out, f"{algo}-s{s}") for s in seeds} if seeds else {None: os.path.join(out, algo)}
 
 
-def run_all(env, out, flags, jobs, algos, seeds):
-    """Check every run folder first (a mismatch stops before any compute), then run the rest."""
+def run_all(env, out, flags, jobs, algos, seeds, restart=False):
+    """Check every run folder first (a mismatch stops before any compute), then run the rest.
+    A folder with a log but no checkpoint is reported and left as it is (plan: 'kept')."""
     for bad in ("--algo", "--out", "--resume", "--env") + (("--seed",) if seeds else ()):
         if any(f == bad or f.startswith(bad + "=") for f in flags):
             raise SystemExit(f"{bad} is set by tools/compare.py; give --env, --out and --seeds before the --")
@@ -151,7 +156,12 @@ def run_all(env, out, flags, jobs, algos, seeds):
         algo, own = VARIANTS.get(name, (name, []))
         for seed, run in run_folders(out, name, seeds).items():
             mine = flags + own + (["--seed", str(seed)] if seeds else [])
-            state = plan(run, train.parse_args(["--env", env, *mine, "--algo", algo, "--out", run]))
+            state = plan(run, train.parse_args(["--env", env, *mine, "--algo", algo, "--out", run]), restart)
+            if state == "kept":
+                last = (read_log(run) or [{"step": 0}])[-1]["step"]
+                print(f"{os.path.basename(run):>10}: {run} has a log to step {last} but no checkpoint: delete it "
+                      "or give --restart (which starts that run over); left as it is")
+                continue
             print(f"{os.path.basename(run):>10}: {state}")
             if state != "done":
                 todo.append((os.path.basename(run), command(env, algo, run, mine, state)))
@@ -337,13 +347,14 @@ def plot(env, out, algos, seeds=()):
     print(f"plots: {os.path.join(out, 'compare.png')}")
 
 
+@one_line
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     flags = argv[argv.index("--") + 1:] if "--" in argv else []
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="tools/compare.py --env {search,sokoban,planpath} --out DIR [--jobs N] [--seeds S ...] [--algos A ...] "
-              "[--report-only] [-- TRAIN_FLAGS...]")
+              "[--restart] [--report-only] [-- TRAIN_FLAGS...]")
     p.add_argument("--env", choices=sorted(ORDER), required=True)
     p.add_argument("--out", required=True, help="one run folder per algorithm, results.md, compare.png")
     p.add_argument("--jobs", type=int, default=1, help=(
@@ -352,6 +363,8 @@ def main(argv=None):
     p.add_argument("--report-only", action="store_true", help="run nothing; report on the run folders as they are")
     p.add_argument("--seeds", type=int, nargs="+", default=[], help="one run per seed: OUT/ALGO-sSEED")
     p.add_argument("--algos", nargs="+", help="only these algorithms (default: all of the paper's)")
+    p.add_argument("--restart", action="store_true", help="start over a run folder that has a log but no "
+                   "checkpoint to resume from (its log and rollouts are deleted); without it such a folder is kept")
     args, extra = p.parse_known_args(argv[:len(argv) - len(flags) - ("--" in argv)])
     if extra:
         p.error(f"unrecognized arguments: {' '.join(extra)} (train.py's flags go after --)")
@@ -363,7 +376,8 @@ def main(argv=None):
         raise SystemExit(f"{args.out}: no run logs of {', '.join(algos)} there; give the --out of an earlier "
                          "tools/compare.py (and its --seeds)")
     try:
-        failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs), algos, args.seeds)
+        failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs), algos, args.seeds,
+                                                     args.restart)
         report(args.env, args.out, algos, args.seeds)
     except ValueError as e:  # a damaged log or args.json
         raise SystemExit(f"{e}; fix or delete that run folder") from None

@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import rewards
 import train
-from policy import BUNDLED, check_context, pick_device
+from policy import BUNDLED, pick_device
+from machinery.cli import one_line
 from machinery.records import read_json
 
 # Table 5 of the MT-GRPO paper: metric -> reward component (its maximum: rewards.MAXIMA)
@@ -92,10 +93,8 @@ def evaluation_set(args, split):
 def evaluate(models, tok, args, split, chunk, greedy=True):
     """Mean metrics over the split, `chunk` episodes played together, under a progress bar."""
     data, items = evaluation_set(args, split)
-    if args.env == "search" and items:  # the longest question, with two turns of new tokens, must fit
-        longest = max(items, key=lambda q: len(q["question"]))
-        check_context(models["policy"], tok, train.make_envs([longest], data, args)[0].messages,
-                      2 * args.max_completion_length)
+    if items:  # the longest prompt, with its new tokens, must fit
+        train.check_prompts(next(iter(models.values())), tok, data, [], items, args)
     metrics = train.evaluate_policy(models, tok, items, data, args, greedy, chunk, desc=f"evaluate {args.env}")
     return {k: v for k, v in metrics.items() if not isinstance(v, str)}, len(items)  # not exact_match_each
 
@@ -115,13 +114,15 @@ def report(metrics, args, ours, n):
         print(f"{'total reward (reward units, max 2.6)':<40}{metrics['reward']:>8.3f}")
     else:
         units = {"success": "rate", "best_constant_success": "rate", "board_ablation_success": "rate",
-                 "distinct_answers": "count", "moves": "per level", "turns": "per level", "box_distance": "cells left"}
+                 "distinct_answers": "count", "moves": "per level", "turns": "per level",
+                 **({"box_distance": "cells left"} if args.env == "sokoban" else {"distance": "moves to the goal left"})}
         for name, unit in units.items():
             out[name] = metrics[name]
             print(f"{f'{name} ({unit})':<40}{metrics[name]:>8.3f}")
     return out
 
 
+@one_line
 def main(argv=None):
     ours, args = parse_args(sys.argv[1:] if argv is None else argv)
     models, tok = load_policy(args.model, args, pick_device(args.device))

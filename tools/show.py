@@ -32,6 +32,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/show.py
 
 from atgrpo import Group, best_index
+from machinery.cli import one_line
 from machinery.records import read_json, read_jsonl
 
 KEYS = ("group", "role", "rewards", "tokens", "mask", "adv", "turn")
@@ -88,6 +89,8 @@ def row_problem(row):
     for key in ("mask", "adv", "turn", "rewards"):
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in row[key]):
             return f"'{key}' must hold only numbers"
+    if not row["rewards"]:
+        return "'rewards' is empty (a row holds the reward of each of its turns)"
     return None
 
 
@@ -332,6 +335,7 @@ def level_groups(rows, level=None):
     return groups
 
 
+@one_line
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", help="the --out folder of a train.py run")

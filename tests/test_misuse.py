@@ -1,0 +1,252 @@
+"""Misuse that must not lose a run or end in a traceback: the run folder's lock and life cycle, a
+run's identity on --resume, the checks of every task, and every tool's one-line errors
+(scripts/probe_misuse.py runs the same cases end to end on the bundled model)."""
+import dataclasses
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import config
+import train
+from machinery import checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOLD = ("import sys, time; from machinery import checkpoint; checkpoint.claim(sys.argv[1]); print('held', flush=True); "
+        "time.sleep(60)")
+
+
+def planpath_run(folder, **flags):
+    """A Plan-Path run folder as train.py leaves it before its first checkpoint."""
+    argv = ["--env", "planpath", "--out", str(folder)] + [x for k, v in flags.items()
+                                                            for x in ("--" + k.replace("_", "-"), str(v))]
+    os.makedirs(folder, exist_ok=True)
+    json.dump(dataclasses.asdict(config.parse_args(argv)), open(os.path.join(folder, "args.json"), "w"))
+    open(os.path.join(folder, "log.jsonl"), "w").write('{"step": 0}\n')
+    return str(folder)
+
+
+# ---------------------------------------------------------------- the lock and the folder's life
+def test_a_lock_link_in_a_copied_folder_is_never_followed(tmp_path):
+    """A run folder from someone else may hold `.lock` as a link to any file: claiming the folder
+    must not truncate or write that file."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(victim, run / ".lock")
+    checkpoint.claim(str(run))
+    assert victim.read_text() == "precious\n"
+    assert os.path.realpath(str(run)) in open(checkpoint.lock_file(str(run))).read()
+
+
+def test_a_deleted_live_folder_never_gets_a_second_writer(tmp_path):
+    """A trains in RUN; RUN is deleted. A new run there (even with --overwrite) is refused while A
+    lives, since the lock is not in the folder; A stops at its next write with one line and
+    writes nothing, so the folder is not made again under the new run's feet."""
+    run = tmp_path / "run"
+    planpath_run(run)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        shutil.rmtree(run)
+        with pytest.raises(SystemExit, match=rf"is in use by train.py \(pid {holder.pid} on "):
+            train.main(["--env", "planpath", "--out", str(run), "--overwrite"])
+    finally:
+        holder.kill()
+        holder.wait()
+    mine = tmp_path / "mine"
+    checkpoint.claim(str(mine))  # this process's own run ...
+    shutil.rmtree(mine)  # ... deleted under it
+    with pytest.raises(SystemExit, match=f"the run folder {mine} was deleted or replaced while this run trained"):
+        checkpoint.save_rollouts([], None, os.path.join(mine, "rollouts", "step_3.jsonl"))
+    assert not mine.exists()
+    mine.mkdir()  # made again by someone else: not the folder this run claimed
+    with pytest.raises(SystemExit, match="was deleted or replaced"):
+        checkpoint.save_checkpoint({}, None, {}, 3, None, str(mine))
+    assert os.listdir(mine) == []
+
+
+def test_a_failed_first_save_advises_starting_over(tmp_path, monkeypatch):
+    """No checkpoint yet: --resume cannot work, so the line says --overwrite."""
+    import random
+
+    def full_disk(*args, **kwargs):
+        raise RuntimeError("file write failed")
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(SystemExit, match="No checkpoint was saved before: make room, then start again with --overwrite"):
+        checkpoint.save_checkpoint({}, None, {}, 1, random.Random(0), str(tmp_path))
+
+
+# ---------------------------------------------------------------- a run's identity
+def test_resume_refuses_a_flag_that_defines_the_run(tmp_path):
+    run = planpath_run(tmp_path / "run")
+    for flag, value, saved in (("--env", "sokoban", "'planpath'"), ("--algo", "grpo", "'at'"),
+                               ("--num-generations", "8", "4"), ("--model", "other", "'smollm2-135m'"),
+                               ("--team-alpha", "0.5", "1.0")):
+        with pytest.raises(SystemExit):
+            config.parse_args(["--resume", run, flag, value])
+    err = run_parse(["--resume", run, "--env", "sokoban"])
+    assert "--env 'sokoban': the run in" in err and "has 'planpath' (its args.json)" in err
+    args = config.parse_args(["--resume", run, "--steps", "99", "--eval-every", "3", "--save-every", "2",
+                              "--env", "planpath", "--algo", "auto", "--micro-batch-size", "4"])
+    assert (args.steps, args.eval_every, args.save_every, args.env, args.algo) == (99, 3, 2, "planpath", "at")
+
+
+def run_parse(argv):
+    """The last line train.py's parser writes for argv (argparse: usage, then one error line)."""
+    p = subprocess.run([sys.executable, "-c", f"import config; config.parse_args({argv!r})"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    return p.stderr.strip().splitlines()[-1]
+
+
+def test_every_float_flag_refuses_nan_and_infinities():
+    floats = [f.name for f in dataclasses.fields(config.Args) if f.type is float]
+    assert {"alpha", "team_alpha", "learning_rate", "beta", "temperature"} <= set(floats)
+    for name in floats:
+        for bad in ("nan", "inf", "-inf"):
+            with pytest.raises(SystemExit):
+                config.parse_args(["--env", "planpath", f"--{name.replace('_', '-')}={bad}"])
+    assert math.isfinite(config.parse_args(["--team-alpha", "0.5"]).team_alpha)
+
+
+# ---------------------------------------------------------------- every task's context check
+class Config:
+    def __init__(self, n):
+        self.max_position_embeddings = n
+
+
+class Model:
+    def __init__(self, n):
+        self.config = Config(n)
+
+
+@pytest.mark.parametrize("env", ["planpath", "sokoban"])
+def test_the_context_check_covers_the_games(env, tokenizer):
+    """A larger grid's prompt does not fit a short context: one line before any work."""
+    args = config.parse_args(["--env", env, "--size", "9", "--max-solution", "0", "--moves-per-turn", "3"])
+    data, pool, test = train.load_task(args)
+    train.check_prompts(Model(4096), tokenizer, data, pool, test[:4], args)  # fits
+    with pytest.raises(SystemExit, match="does not fit the model's context of 300 tokens .* use a smaller --size"):
+        train.check_prompts(Model(300), tokenizer, data, pool, test[:4], args)
+
+
+# ---------------------------------------------------------------- every tool: one line
+def test_evaluate_on_planpath_reports_the_distance(tiny_model_dir, monkeypatch):
+    """docs/planpath.md's evaluate command: it ended in KeyError: 'box_distance'."""
+    import policy
+    from tools import evaluate
+    monkeypatch.setattr(policy, "generate_turn", lambda model, tok, prefixes, *a, **k: [[28]] * len(prefixes))
+    out = evaluate.main(["--env", "planpath", "--model", tiny_model_dir, "--n", "3", "--bf16", "false"])
+    assert out["n"] == 3 and "distance" in out and "box_distance" not in out
+
+
+@pytest.mark.parametrize("tool", ["evaluate", "show", "compare"])
+def test_ctrl_c_and_a_failed_read_in_a_tool_are_one_line(tool, monkeypatch, tmp_path):
+    import importlib
+    module = importlib.import_module(f"tools.{tool}")
+    for error, said in ((KeyboardInterrupt(), "stopped (Ctrl-C)"),
+                        (OSError(5, "Input/output error", "runs/x/log.jsonl"), "could not read or write runs/x/log.jsonl")):
+        def fail(*a, **k):
+            raise error
+        monkeypatch.setattr(module.argparse.ArgumentParser, "parse_args", fail)
+        monkeypatch.setattr(module.argparse.ArgumentParser, "parse_known_args", fail)
+        with pytest.raises(SystemExit) as stop:
+            module.main([])
+        assert said in str(stop.value) and str(stop.value).strip().count("\n") == 0
+
+
+def test_a_missing_local_model_folder_is_no_such_folder(tmp_path):
+    import policy
+    for name in (str(tmp_path / "nothing"), "runs/typo/checkpoint", "./model"):
+        with pytest.raises(SystemExit, match=f"--model {name}: no such folder"):
+            policy.load_model(name, "cpu")
+
+
+def test_a_full_disk_during_the_first_conversion_is_one_line(tmp_path, monkeypatch):
+    """safetensors raises its own SafetensorError (not an OSError) when the disk is full."""
+    import policy
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    class SafetensorError(Exception):
+        pass
+
+    def convert(src, folder):
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+    monkeypatch.setattr(policy, "convert_gguf", convert)
+    with pytest.raises(SystemExit, match=r"^cannot write the converted model to .*\(Error while serializing: "
+                                         r"IoError.*\): free space there"):
+        policy.bundled_model_dir()
+
+
+def test_show_tree_on_a_malformed_row_names_the_file_and_line(tmp_path):
+    from tools import show
+    os.makedirs(tmp_path / "rollouts")
+    row = {"group": "level 1 / planner / turn 1", "role": "planner", "rewards": [], "tokens": ["a"], "mask": [1],
+           "adv": [0.0], "turn": [1]}
+    (tmp_path / "rollouts" / "step_1.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(SystemExit, match=r"step_1.jsonl, line 1: 'rewards' is empty"):
+        show.main([str(tmp_path), "--tree"])
+
+
+# ---------------------------------------------------------------- every documented command
+def documented_commands():
+    """(doc, script, argv) of every `python FILE ...` line in the code blocks of README.md and docs/."""
+    import glob
+    import re
+    import shlex
+    found = []
+    for doc in ["README.md", *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]:
+        text = open(os.path.join(ROOT, doc)).read()
+        for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                m = re.search(r"(?:^|&& )(?:\.venv/bin/)?python3? (\S+\.py)(.*)", line.strip())
+                if m:
+                    argv = shlex.split(m.group(2), comments=True)
+                    found.append((os.path.basename(doc), m.group(1), [a for a in argv if a != "..."]))
+    return found
+
+
+class Parsed(Exception):
+    """Raised once a command's own parser accepted its flags: the work itself is not run."""
+
+
+def test_every_documented_command_names_a_file_and_its_flags_parse():
+    """Each `python FILE ...` of the README and docs/: FILE exists and its flags parse with FILE's
+    own parser (train.py's also pass their checks; the train.py flags after a compare.py `--`
+    too). A renamed file or flag in the code fails here until the docs follow."""
+    import argparse
+    import importlib.util
+    from unittest import mock
+    commands = documented_commands()
+    assert len(commands) > 50 and {s for _, s, _ in commands} >= {"train.py", "tools/compare.py", "tools/evaluate.py"}
+    real = argparse.ArgumentParser.parse_known_args
+
+    def parse_then_stop(self, *a, **k):
+        raise Parsed(real(self, *a, **k))
+    for doc, script, argv in commands:
+        assert os.path.exists(os.path.join(ROOT, script)), f"{doc}: {script} does not exist"
+        if script == "train.py" and "--resume" not in argv:
+            config.parse_args(argv)
+            continue
+        if script == "tools/compare.py" and "--" in argv:  # the flags it passes to train.py
+            config.parse_args(["--env", argv[argv.index("--env") + 1], *argv[argv.index("--") + 1:]])
+        spec = importlib.util.spec_from_file_location("documented_" + os.path.basename(script)[:-3],
+                                                      os.path.join(ROOT, script))
+        module = importlib.util.module_from_spec(spec)
+        if script == "tools/scale_trl.py" and importlib.util.find_spec("trl") is None:
+            continue  # an optional extra (requirements-scale.txt); CI installs it
+        spec.loader.exec_module(module)
+        try:
+            with mock.patch.object(argparse.ArgumentParser, "parse_known_args", parse_then_stop):
+                module.main(argv)
+        except Parsed:
+            continue
+        except SystemExit as e:
+            pytest.fail(f"{doc}: python {script} {' '.join(argv)}: {e}")
+        pytest.fail(f"{doc}: python {script} {' '.join(argv)} ran without parsing its flags")
