@@ -81,6 +81,14 @@ class Probe:
     def train(self, out, *extra, steps=2):
         return [PY, "train.py", "--model", self.model, "--steps", str(steps), *TINY, "--out", out, *extra]
 
+    def started(self, out, steps):
+        """A training run in the background, once its first checkpoint is written."""
+        p = subprocess.Popen(self.train(out, steps=steps), cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+        while not os.path.exists(os.path.join(out, "checkpoint")) and p.poll() is None:
+            time.sleep(0.2)
+        return p
+
     def finished_run(self, name):
         """A copy of the finished base run, at tmp/name/mt (tools/compare.py reads OUT/ALGO)."""
         out = os.path.join(self.path(name), "mt")
@@ -100,10 +108,7 @@ class Probe:
 
     def resume_a_live_run(self):
         out = self.path("live")
-        first = subprocess.Popen(self.train(out, steps=25), cwd=ROOT, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        while not os.path.exists(os.path.join(out, "checkpoint")) and first.poll() is None:
-            time.sleep(0.2)
+        first = self.started(out, 25)
         code, text = run([PY, "train.py", "--resume", out])
         first.wait(timeout=300)
         ok = one_line_error(code, text) and "in use by" in text and steps_of(out) == list(range(1, 26))
@@ -245,10 +250,7 @@ class Probe:
     # ------------------------------------------------------------ one line, not a traceback
     def ctrl_c(self):
         out = self.path("ctrl_c")
-        p = subprocess.Popen(self.train(out, steps=40), cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT)
-        while not os.path.exists(os.path.join(out, "checkpoint")) and p.poll() is None:
-            time.sleep(0.2)
+        p = self.started(out, 40)
         p.send_signal(signal.SIGINT)
         text = p.communicate(timeout=60)[0]
         return one_line_error(p.returncode, text) and "--resume" in text, f"exit {p.returncode}: {last_line(text)[:140]}"
@@ -341,10 +343,7 @@ class Probe:
 
     def deleted_live_folder(self):
         out = self.path("deleted_live")
-        first = subprocess.Popen(self.train(out, steps=25), cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT)
-        while not os.path.exists(os.path.join(out, "checkpoint")) and first.poll() is None:
-            time.sleep(0.2)
+        first = self.started(out, 25)
         shutil.rmtree(out)
         code, text = run(self.train(out, "--overwrite", steps=3))
         first_text = first.communicate(timeout=300)[0]
