@@ -250,3 +250,28 @@ def test_every_documented_command_names_a_file_and_its_flags_parse():
         except SystemExit as e:
             pytest.fail(f"{doc}: python {script} {' '.join(argv)}: {e}")
         pytest.fail(f"{doc}: python {script} {' '.join(argv)} ran without parsing its flags")
+
+
+TINY_RUN = ["--steps", "1", "--eval-every", "1", "--eval-n", "2", "--batch-size", "1", "--num-generations", "2",
+            "--max-completion-length", "4", "--micro-batch-size", "2", "--bf16", "false", "--warmup-steps", "1"]
+
+
+def test_documented_train_and_evaluate_commands_run_on_a_tiny_model(tiny_model_dir, tmp_path):
+    """Every documented `train.py` command (but --resume) and `tools/evaluate.py` command runs:
+    the same flags, on the tiny model, one step, two test items. A documented command that
+    crashes fails here."""
+    from tools import evaluate
+    seen = set()
+    for i, (doc, script, argv) in enumerate(documented_commands()):
+        if script not in ("train.py", "tools/evaluate.py") or "--resume" in argv or tuple(argv) in seen:
+            continue
+        seen.add(tuple(argv))
+        keep = [a for j, a in enumerate(argv) if a not in ("--model", "--out") and (j == 0 or argv[j - 1] not in ("--model", "--out"))]
+        try:
+            if script == "train.py":
+                train.main(keep + TINY_RUN + ["--model", tiny_model_dir, "--out", str(tmp_path / f"run{i}")])
+            else:
+                evaluate.main(keep + ["--model", tiny_model_dir, "--n", "2", "--bf16", "false", "--max-completion-length", "4"])
+        except SystemExit as e:
+            pytest.fail(f"{doc}: python {script} {' '.join(argv)}: {e}")
+    assert len(seen) >= 15
