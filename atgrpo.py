@@ -14,7 +14,8 @@ Sokoban defaults use it (docs/sokoban.md says why).
 The GRPO baseline (`--algo grpo`) plays K independent trajectories per level instead
 (`parallel_rollout`, one answer per agent and turn) and normalises each trajectory's return over
 the K of its level (`trajectory_samples`): after the first turn the trajectories' states differ,
-so no two samples of a turn share a prompt.
+so no two samples of a turn share a prompt. GiGPO (`--algo gigpo`, `gigpo_samples`) groups the same
+K trajectories twice: by level, and by the state an answer was given at (its anchor state).
 
 K is the paper's: the candidates sampled per group (`--num-generations`). In mtgrpo.py, K is the
 MT-GRPO paper's: the number of turns. Turns are numbered from 1 as in both papers.
@@ -129,16 +130,61 @@ def trajectory_samples(trajectories, level_ids, K, scale="group"):
     """Baseline GRPO grouping: trajectories j = 0..K-1 belong to level_ids[0], K..2K-1 to
     level_ids[1], ...; a trajectory's return (the sum of its agents' rewards) is normalised over
     the K trajectories of its level, and every answer of the trajectory carries that advantage."""
-    returns = [sum(t.reward for t in trajectory) for trajectory in trajectories]
-    adv = group_norm(torch.tensor(returns, dtype=torch.float64).view(-1, K), scale).view(-1).tolist()
+    returns, adv = episode_advantages(trajectories, K, scale)
     return [to_sample(t.candidate, adv[j], t.role, t.turn, [returns[j]], f"trajectories of level {level_ids[j // K]}")
             for j, trajectory in enumerate(trajectories) for t in trajectory]
 
 
+def episode_advantages(trajectories, K, scale="group"):
+    """(returns, advantages) of the trajectories: each return normalised over the K of its level."""
+    returns = [sum(t.reward for t in trajectory) for trajectory in trajectories]
+    return returns, group_norm(torch.tensor(returns, dtype=torch.float64).view(-1, K), scale).view(-1).tolist()
+
+
+# ---------------------------------------------------------------- GiGPO: anchor-state groups
+def gigpo_samples(trajectories, level_ids, K, omega=1.0, gamma=0.95, scale="group"):
+    """GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training", arXiv
+    2505.10978; public code verl-agent, gigpo/core_gigpo.py) on the baseline's K trajectories per
+    level. Every answer a_t of trajectory i carries
+        A = A^E(i) + omega * A^S(a_t)                                   (eq. 8)
+    A^E: the trajectory's return normalised over the K of its level, as trajectory_samples (eq. 3).
+    A^S: the answer's discounted return-to-go R_t = sum_{k>=t} gamma^(k-t) r_k over its trajectory's
+    answers in play order (eq. 5), normalised among the answers given at the same state in the K
+    trajectories of its level, the anchor state (eq. 6-7). The same state is the same prompt:
+    answers whose prompt ids are identical. A state reached once, or only with equal returns, gives
+    A^S = 0. scale "group" divides both by their group's std (the paper's F_norm = std, the code's
+    mean_std_norm); "none" only centres (F_norm = 1, the code's mean_norm, used by its example
+    runs); "batch" divides A^E by the step's std and A^S by its group's. omega = 1 and
+    gamma = 0.95 are the code's example settings."""
+    returns, episode = episode_advantages(trajectories, K, scale)
+    to_go = [discounted_returns([t.reward for t in trajectory], gamma) for trajectory in trajectories]
+    anchors = {}  # (level, prompt ids) -> [(trajectory, answer)]: the answers given at that state
+    for j, trajectory in enumerate(trajectories):
+        for n, t in enumerate(trajectory):
+            anchors.setdefault((j // K, tuple(t.candidate[0])), []).append((j, n))
+    step = {}
+    for members in anchors.values():
+        r = torch.tensor([[to_go[j][n] for j, n in members]], dtype=torch.float64)
+        step.update(zip(members, group_norm(r, "none" if scale == "none" else "group")[0].tolist()))
+    return [to_sample(t.candidate, episode[j] + omega * step[(j, n)], t.role, t.turn, [returns[j]],
+                      f"trajectories of level {level_ids[j // K]}")
+            for j, trajectory in enumerate(trajectories) for n, t in enumerate(trajectory)]
+
+
+def discounted_returns(rewards, gamma):
+    """[R_1, ..., R_T] with R_t = r_t + gamma * R_(t+1): the return-to-go of each step (GiGPO eq. 5)."""
+    out, running = [], 0.0
+    for r in reversed(rewards):
+        running = r + gamma * running
+        out.append(running)
+    return out[::-1]
+
+
 # ---------------------------------------------------------------- one training step's rollout
 def rollout_samples(make_env, env_ids, sampler, K, algo="at", scale="group"):
-    """AT-GRPO tree sampling (algo "at") or the baseline's K parallel trajectories per
-    environment (algo "grpo"), at the same budget: K samples per (environment, agent, turn).
+    """AT-GRPO tree sampling (algo "at") or K parallel trajectories per environment, grouped by
+    trajectory (algo "grpo", the GRPO baseline) or by trajectory and anchor state (algo "gigpo"),
+    at the same budget: K samples per (environment, agent, turn).
     make_env(env_id) builds a fresh environment. Returns the samples, the (role, reward) of every
     answer the episodes played, and the final environments."""
     if algo == "at":
@@ -147,4 +193,6 @@ def rollout_samples(make_env, env_ids, sampler, K, algo="at", scale="group"):
         return tree_samples(groups, scale), played, final
     trajectories, final = parallel_rollout([make_env(e) for e in env_ids for _ in range(K)], sampler)
     played = [(t.role, t.reward) for trajectory in trajectories for t in trajectory]
-    return trajectory_samples(trajectories, env_ids, K, scale), played, final
+    grouped = gigpo_samples(trajectories, env_ids, K, scale=scale) if algo == "gigpo" else \
+        trajectory_samples(trajectories, env_ids, K, scale)
+    return grouped, played, final

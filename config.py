@@ -24,7 +24,7 @@ def flag(default, help):
 @dataclass
 class Args:
     env: str = flag("search", "search (MT-GRPO paper), sokoban or planpath (AT-GRPO paper)")
-    algo: str = flag("auto", "search: mt | mr | or (GRPO-OR); sokoban, planpath: at | grpo; auto: mt or at")
+    algo: str = flag("auto", "search: mt | mr | or (GRPO-OR); sokoban, planpath: at | grpo | gigpo; auto: mt or at")
     policy: str = flag("shared", "sokoban, planpath: shared (one model) or per-role (one model per role)")
     model: str = flag(BUNDLED, "hub id, local folder, or the bundled offline model")
     steps: int = flag(30, "training steps (rollout batches)")
@@ -115,7 +115,7 @@ CHECKS = [
 MAY_CHANGE = ("steps", "save_every", "eval_every", "eval_n", "device", "micro_batch_size", "plain", "hf_generate",
               "resume", "out", "overwrite")
 
-ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo"), "planpath": ("at", "grpo")}
+ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo", "gigpo"), "planpath": ("at", "grpo", "gigpo")}
 # --env sokoban and --env planpath change these defaults: the setups of docs/results-sokoban.md
 # and docs/results-planpath.md
 SOKOBAN_DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_completion_length": 8,

@@ -139,7 +139,7 @@ def routed(samples, name):
 
 
 # ---------------------------------------------------------------- the loop
-NAMES = {"mt": "MT-GRPO", "mr": "GRPO-MR", "or": "GRPO-OR", "at": "AT-GRPO", "grpo": "GRPO"}
+NAMES = {"mt": "MT-GRPO", "mr": "GRPO-MR", "or": "GRPO-OR", "at": "AT-GRPO", "grpo": "GRPO", "gigpo": "GiGPO"}
 # what the tables show: rates are fractions of the maximum; rewards are in reward units
 TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
                     ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),

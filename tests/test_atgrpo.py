@@ -347,3 +347,56 @@ def test_tools_run_as_scripts_from_the_root(script):
     root = pathlib.Path(__file__).resolve().parent.parent
     run = subprocess.run([sys.executable, script, "--help"], cwd=root, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "usage" in run.stdout, run.stderr[-500:]
+
+
+# ---------------------------------------------------------------- GiGPO: anchor-state groups
+def test_gigpo_by_hand():
+    """One level, K = 2 trajectories of two answers. Both first answers are given at the start P;
+    both second answers at the same state Q (an anchor state); gamma = 0.5.
+      rewards   A: 1, 0   B: 0, 2        returns A 1, B 2
+      to go     A: 1 + 0.5 * 0 = 1, 0    B: 0 + 0.5 * 2 = 1, 2
+      scale none: A^E = -0.5, +0.5; at P: 1, 1 -> 0, 0; at Q: 0, 2 -> -1, +1
+                  A = A^E + A^S: A -0.5, -1.5; B 0.5, 1.5
+      scale group: A^E = -/+ 0.5 / (0.70711 + 1e-4); at Q -/+ 1 / (1.41421 + 1e-4)"""
+    from atgrpo import Turn, discounted_returns, gigpo_samples
+    P, Q = [1, 2], [1, 3]
+    A = [Turn("executor", 1, (P, [7], "R"), 1.0), Turn("executor", 2, (Q, [8], "D"), 0.0)]
+    B = [Turn("executor", 1, (P, [9], "U"), 0.0), Turn("executor", 2, (Q, [8], "D"), 2.0)]
+    assert discounted_returns([1.0, 0.0], 0.5) == [1.0, 0.0] and discounted_returns([0.0, 2.0], 0.5) == [1.0, 2.0]
+    samples = gigpo_samples([A, B], ["lv"], 2, omega=1.0, gamma=0.5, scale="none")
+    assert [s.adv[-1] for s in samples] == pytest.approx([-0.5, -1.5, 0.5, 1.5])
+    assert [s.adv for s in samples[:1]] == [[0.0, 0.0, -0.5]]  # prompt tokens carry no advantage
+    e, q = 0.5 / (0.5 ** 0.5 + 1e-4), 1 / (2 ** 0.5 + 1e-4)
+    assert [s.adv[-1] for s in gigpo_samples([A, B], ["lv"], 2, gamma=0.5)] == pytest.approx([-e, -e - q, e, e + q])
+    # omega = 0 is the GRPO baseline on the same trajectories
+    assert [s.adv for s in gigpo_samples([A, B], ["lv"], 2, omega=0.0, gamma=0.5)] == \
+        [s.adv for s in trajectory_samples([A, B], ["lv"], 2)]
+
+
+def test_gigpo_anchor_groups_stay_inside_a_level_and_a_state_reached_once_adds_nothing():
+    """Two levels whose answers share a prompt P: they are never one anchor group. In level 2 the
+    second answers are at different states, so their step advantage is 0 (a group of one)."""
+    from atgrpo import Turn, gigpo_samples
+    P = [5]
+    level1 = [[Turn("executor", 1, (P, [7], "R"), 1.0)], [Turn("executor", 1, (P, [7], "R"), 1.0)]]
+    level2 = [[Turn("executor", 1, (P, [7], "R"), 0.0), Turn("executor", 2, ([6], [7], "R"), 3.0)],
+              [Turn("executor", 1, (P, [7], "R"), 2.0), Turn("executor", 2, ([4], [7], "R"), 0.0)]]
+    samples = gigpo_samples(level1 + level2, ["a", "b"], 2, gamma=1.0, scale="none")
+    # level 1: equal returns and equal to-go at P: 0 everywhere (mixing in level 2's P would not be)
+    assert [s.adv[-1] for s in samples[:2]] == [0.0, 0.0]
+    # level 2: returns 3, 2 -> A^E +0.5, -0.5; at P to-go 3, 2 -> +0.5, -0.5; second answers alone -> 0
+    assert [s.adv[-1] for s in samples[2:]] == pytest.approx([1.0, 0.5, -1.0, -0.5])
+    assert {s.group_name for s in samples[2:]} == {"trajectories of level b"}
+
+
+def test_train_steps_with_gigpo(tmp_path, tiny_model_dir):
+    """`train.py --env planpath --algo gigpo`: one step through atgrpo.rollout_samples, logged."""
+    import json
+    import train
+    out = tmp_path / "gigpo"
+    train.main(["--env", "planpath", "--algo", "gigpo", "--model", tiny_model_dir, "--steps", "1", "--batch-size", "1",
+                "--num-generations", "2", "--max-completion-length", "3", "--max-turns", "2", "--eval-every", "0",
+                "--bf16", "false", "--out", str(out)])
+    line = json.loads(open(out / "log.jsonl").read().splitlines()[-1])
+    assert line["step"] == 1 and line["groups"] == 1  # the level's K trajectories: one episode group
+    assert json.load(open(out / "args.json"))["algo"] == "gigpo"

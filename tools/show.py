@@ -38,7 +38,7 @@ from machinery.records import read_json, read_jsonl
 KEYS = ("group", "role", "rewards", "tokens", "mask", "adv", "turn")
 ALGOS = {"mt": "MT-GRPO, turn-level advantages", "mr": "GRPO-MR, merged reward",
          "or": "GRPO-OR, outcome reward", "at": "AT-GRPO, agent- and turn-wise groups",
-         "grpo": "GRPO baseline, trajectory groups"}
+         "grpo": "GRPO baseline, trajectory groups", "gigpo": "GiGPO, trajectory and anchor-state groups"}
 POS, NEG = (70, 180, 90), (220, 70, 60)  # colour of advantage +max and -max; 0 is white
 
 
@@ -144,7 +144,7 @@ def reward_labels(row, env, algo):
     Sokoban: AT-GRPO's one reward belongs to the turn the sample's tokens were generated at;
     the GRPO baseline gives every sample of a trajectory that trajectory's return."""
     turns = sorted(advantage_of_turn(row)) or [1]
-    if algo == "grpo":
+    if algo in ("grpo", "gigpo"):
         return ["trajectory return"]
     if len(row["rewards"]) == 1:
         return [f"turn {turns[0]}"]
