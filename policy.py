@@ -220,3 +220,11 @@ def load_model(name, device, retry=True):
         tok.pad_token = tok.eos_token  # padding is always tracked by masks, never by this id
     model.to(device).eval()  # eval(): dropout off for sampling and for the update alike
     return model, tok
+
+
+def load_models(roles, path, device, subfolders=False):
+    """({role: model}, tokenizer): every role from `path`, or each from path/ROLE (a per-role
+    checkpoint)."""
+    loaded = {r: load_model(os.path.join(path, r) if subfolders and r != "policy" else path, device)
+              for r in roles}
+    return {r: m for r, (m, _) in loaded.items()}, next(iter(loaded.values()))[1]

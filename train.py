@@ -43,9 +43,10 @@ import rewards
 import retrieval
 from config import Args, check_out, parse_args  # noqa: F401 (train.Args for the tools)
 from loss import fill_logprobs, fill_logprobs_fast, policy_update, policy_update_fast
-from policy import chat_sampler, check_context, load_model, pick_device, play_episodes
+from policy import chat_sampler, check_context, load_model, load_models, pick_device, play_episodes
 
 from machinery import checkpoint  # skip on first reading: the run folder, checkpoints, --resume
+from machinery.cli import in_chunks
 from machinery.precision import precision_line
 
 
@@ -242,7 +243,7 @@ def train(args):
 
 
 # ================================================================ support: skip on first reading
-# evaluation, the signal meter, loading the models, the summary table
+# evaluation, the signal meter, the context check, the summary table
 def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate"):
     """Mean metrics of one episode per test question (or level), greedy by default, played
     `chunk` at a time (default: as many episodes as a training step plays) under a progress bar;
@@ -258,14 +259,6 @@ def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, des
         play_episodes(models["policy"], tok, envs[-len(part):], args, env_search.STOP_STRINGS, greedy)
     each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers) > 0)) for e in envs)
     return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for tools/compare.py's intervals
-
-
-def in_chunks(items, size, desc, unit):
-    """The items `size` at a time, under a progress bar of items done."""
-    with tqdm(total=len(items), desc=desc, unit=unit, leave=False) as bar:
-        for i in range(0, len(items), size):
-            yield items[i:i + size]
-            bar.update(len(items[i:i + size]))
 
 
 def signal(samples):
@@ -287,14 +280,6 @@ def check_prompts(model, tok, data, pool, test, args):
         return check_context(model, tok, make_envs([longest], data, args)[0].messages, 2 * args.max_completion_length)
     check_context(model, tok, env_two_roles.longest_messages(GAMES[args.env].make_tasks(items, args)),
                   args.max_completion_length, "use a smaller --size or --moves-per-turn, or lower --max-completion-length")
-
-
-def load_models(roles, path, device, subfolders=False):
-    """({role: model}, tokenizer): every role from `path`, or each from path/ROLE (a per-role
-    checkpoint)."""
-    loaded = {r: load_model(os.path.join(path, r) if subfolders and r != "policy" else path, device)
-              for r in roles}
-    return {r: m for r, (m, _) in loaded.items()}, next(iter(loaded.values()))[1]
 
 
 def print_table(history, args):

@@ -1,8 +1,10 @@
-"""Every command ends in one line, as train.py does: Ctrl-C, or a file that cannot be read or
-written, stops with one line that says what happened, never a traceback. The commands' mains
-are wrapped in `one_line`.
+"""What every command shares: Ctrl-C, or a file that cannot be read or written, stops with one
+line that says what happened, never a traceback (the mains are wrapped in `one_line`); long
+work shows a progress bar (`in_chunks`).
 """
 import functools
+
+from tqdm import tqdm
 
 
 def one_line(main):
@@ -16,3 +18,11 @@ def one_line(main):
         except OSError as e:
             raise SystemExit(f"could not read or write {e.filename or 'a file'}: {e.strerror or e}") from None
     return run
+
+
+def in_chunks(items, size, desc, unit):
+    """The items `size` at a time, under a progress bar of items done."""
+    with tqdm(total=len(items), desc=desc, unit=unit, leave=False) as bar:
+        for i in range(0, len(items), size):
+            yield items[i:i + size]
+            bar.update(len(items[i:i + size]))
