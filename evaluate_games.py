@@ -46,11 +46,11 @@ def evaluate(sampler, seeds, args, game, chunks=lambda levels: [levels]):
     levels = tuple(game.make_level(s, args) for s in seeds)
     trajectories, final, ablated = [], [], []
     for part in chunks(list(range(len(levels)))):
-        played = atgrpo.parallel_rollout(game.make_tasks(None, args, [levels[i] for i in part]), sampler)
+        here, next_ones = [levels[i] for i in part], [levels[(i + 1) % len(levels)] for i in part]
+        played = atgrpo.parallel_rollout(game.make_tasks(None, args, here), sampler)
         trajectories, final = trajectories + played[0], final + played[1]
-        shown = [ShownAnother(real, decoy) for real, decoy in zip(
-            game.make_tasks(None, args, [levels[i] for i in part]),
-            game.make_tasks(None, args, [levels[(i + 1) % len(levels)] for i in part]))]
+        shown = [ShownAnother(real, decoy) for real, decoy in zip(game.make_tasks(None, args, here),
+                                                                  game.make_tasks(None, args, next_ones))]
         ablated += [s.real for s in atgrpo.parallel_rollout(shown, sampler)[1]]
     log = episode_metrics([(t.role, t.reward) for tr in trajectories for t in tr], final)
     log["board_ablation_success"] = sum(t.solved for t in ablated) / len(ablated)

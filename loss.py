@@ -94,14 +94,20 @@ def step(model, optimizer, totals, args):
 def fill_logprobs(model, samples, field, temperature, micro_batch_size, bf16=True):
     """Store per-token log-probs (old policy or reference) on each sample, without grad: every
     row from its first token (the plain path; fill_logprobs_fast runs a shared prompt once)."""
+    with torch.no_grad(), autocast(str(next(model.parameters()).device), bf16):
+        store_logprobs(model, samples, field, temperature, micro_batch_size)
+
+
+def store_logprobs(model, rows, field, temperature, micro_batch_size, prompt=None):
+    """Set `field` of each row to its per-token log-probs, micro-batch by micro-batch (rows that
+    continue a SharedPrompt `prompt`, if given)."""
     device = next(model.parameters()).device
-    with torch.no_grad(), autocast(str(device), bf16):
-        for i in range(0, len(samples), micro_batch_size):
-            chunk = samples[i:i + micro_batch_size]
-            ids, attn, _, _ = pad_batch(chunk, device)
-            logp = token_logprobs(model, ids, attn, temperature).float().cpu()
-            for s, row in zip(chunk, logp):
-                setattr(s, field, row[:len(s.ids) - 1].tolist())
+    for i in range(0, len(rows), micro_batch_size):
+        chunk = rows[i:i + micro_batch_size]
+        ids, attn, _, _ = pad_batch(chunk, device)
+        logp = token_logprobs(model, ids, attn, temperature, prompt).float().cpu()
+        for s, row in zip(chunk, logp):
+            setattr(s, field, row[:len(s.ids) - 1].tolist())
 
 
 # ---------------------------------------------------------------- token log-probs
@@ -159,12 +165,7 @@ def fill_logprobs_fast(model, samples, field, temperature, micro_batch_size, bf1
     with torch.no_grad(), autocast(str(device), bf16):
         for start, same_prompt in prompt_sets(samples):
             prompt = SharedPrompt(model, same_prompt[0].ids[:start], device)
-            for i in range(0, len(same_prompt), micro_batch_size):
-                chunk = same_prompt[i:i + micro_batch_size]
-                ids, attn, _, _ = pad_batch(chunk, device)
-                logp = token_logprobs(model, ids, attn, temperature, prompt).float().cpu()
-                for s, row in zip(chunk, logp):
-                    setattr(s, field, row[:len(s.ids) - 1].tolist())
+            store_logprobs(model, same_prompt, field, temperature, micro_batch_size, prompt)
 
 
 def prompt_sets(samples):
