@@ -93,11 +93,16 @@ def tree_rollout(envs, env_ids, sampler, K):
 
 def tree_samples(groups, scale="group"):
     """AT-GRPO: one Sample per candidate, advantage normalised inside its (env, agent, turn)."""
-    if not groups:
-        return []
-    adv = group_norm(torch.tensor([g.rewards for g in groups], dtype=torch.float64), scale).tolist()
+    adv = tree_advantages(groups, scale)
     return [to_sample(c, a, g.key[1], g.key[2], [r], f"level {g.key[0]} / {g.key[1]} / turn {g.key[2]}")
             for g, row in zip(groups, adv) for c, a, r in zip(g.candidates, row, g.rewards)]
+
+
+def tree_advantages(groups, scale="group"):
+    """The advantage of every candidate, group by group: its reward normalised among the K of its group."""
+    if not groups:
+        return []
+    return group_norm(torch.tensor([g.rewards for g in groups], dtype=torch.float64), scale).tolist()
 
 
 # ---------------------------------------------------------------- the GRPO baseline: trajectories
@@ -156,7 +161,15 @@ def gigpo_samples(trajectories, level_ids, K, omega=1.0, gamma=0.95, scale="grou
     mean_std_norm); "none" only centres (F_norm = 1, the code's mean_norm, used by its example
     runs); "batch" divides A^E by the step's std and A^S by its group's. omega = 1 and
     gamma = 0.95 are the code's example settings."""
-    returns, episode = episode_advantages(trajectories, K, scale)
+    returns = [sum(t.reward for t in trajectory) for trajectory in trajectories]
+    adv = gigpo_advantages(trajectories, K, omega, gamma, scale)
+    return [to_sample(t.candidate, adv[j][n], t.role, t.turn, [returns[j]], f"trajectories of level {level_ids[j // K]}")
+            for j, trajectory in enumerate(trajectories) for n, t in enumerate(trajectory)]
+
+
+def gigpo_advantages(trajectories, K, omega=1.0, gamma=0.95, scale="group"):
+    """A^E(i) + omega * A^S(a_t) of every answer, trajectory by trajectory (gigpo_samples)."""
+    episode = episode_advantages(trajectories, K, scale)[1]
     to_go = [discounted_returns([t.reward for t in trajectory], gamma) for trajectory in trajectories]
     anchors = {}  # (level, prompt ids) -> [(trajectory, answer)]: the answers given at that state
     for j, trajectory in enumerate(trajectories):
@@ -166,9 +179,8 @@ def gigpo_samples(trajectories, level_ids, K, omega=1.0, gamma=0.95, scale="grou
     for members in anchors.values():
         r = torch.tensor([[to_go[j][n] for j, n in members]], dtype=torch.float64)
         step.update(zip(members, group_norm(r, "none" if scale == "none" else "group")[0].tolist()))
-    return [to_sample(t.candidate, episode[j] + omega * step[(j, n)], t.role, t.turn, [returns[j]],
-                      f"trajectories of level {level_ids[j // K]}")
-            for j, trajectory in enumerate(trajectories) for n, t in enumerate(trajectory)]
+    return [[episode[j] + omega * step[(j, n)] for n in range(len(trajectory))]
+            for j, trajectory in enumerate(trajectories)]
 
 
 def discounted_returns(rewards, gamma):

@@ -95,9 +95,7 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=N
     ids = [prompt_ids(tok, env.messages, args.prefill) for env in envs]
     turn_of = [[0] * len(x) for x in ids]
     active, k, n_generated = list(range(len(envs))), 1, 0
-    generate = generate or (lambda prompts: generate_turn(
-        model, tok, prompts, args.max_completion_length, args.temperature, args.top_p, stop_strings, greedy,
-        args.bf16, args.hf_generate or args.plain))
+    generate = generate or turn_generator(model, tok, args, stop_strings, greedy)
     while active:
         new = generate([ids[i] for i in active])
         still = []
@@ -116,15 +114,19 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=N
     return [Sample(ids=x, turn=t) for x, t in zip(ids, turn_of)], n_generated
 
 
+def turn_generator(model, tok, args, stop_strings, greedy=False):
+    """generate(prompt id lists) -> new id lists: one turn for every prompt, decoded together."""
+    return lambda prompts: generate_turn(model, tok, prompts, args.max_completion_length, args.temperature,
+                                         args.top_p, stop_strings, greedy, args.bf16, args.hf_generate or args.plain)
+
+
 def chat_sampler(models, tok, args, stop_strings, greedy=False):
     """sample(role, message_lists) -> [(prompt_ids, response_ids, text)]: one turn for every
     chat prompt, decoded together on the model of that role (models: role -> model;
     a shared policy maps every role to the same model)."""
     def sample(role, message_lists):
         prompts = [prompt_ids(tok, m, args.prefill) for m in message_lists]
-        new = generate_turn(models[role], tok, prompts, args.max_completion_length, args.temperature,
-                            args.top_p, stop_strings, greedy, args.bf16, args.hf_generate or args.plain)
-        new = [kept_turn(n, tok) for n in new]
+        new = [kept_turn(n, tok) for n in turn_generator(models[role], tok, args, stop_strings, greedy)(prompts)]
         return [(p, n, args.prefill + tok.decode(n, skip_special_tokens=True))
                 for p, n in zip(prompts, new)]
     return sample

@@ -337,7 +337,7 @@ def test_the_layout_the_readme_promises():
             assert all(i.startswith("machinery") for i in reach(name)), name
 
 
-@pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/bench.py",
+@pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "tools/bench.py",
                                     "scripts/planpath_constants.py"])
 def test_tools_run_as_scripts_from_the_root(script):
     """The docs' commands (`python tools/evaluate.py ...`) find the project's modules from tools/."""

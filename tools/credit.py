@@ -1,0 +1,522 @@
+"""Credit you can measure: every advantage estimator against the true advantage.
+
+    python tools/credit.py --env search                              # the bundled model
+    python tools/credit.py --env planpath --model runs/at/checkpoint  # a trained run
+    python tools/credit.py --from docs/runs/credit/*.json              # the results page's tables, no model
+
+Both papers make one claim about credit: which sampled answer should be pushed up or down, and by
+how much. The true advantage of an answer a at a state s (a prompt) is
+    A*(s, a) = Q(s, a) - V(s)
+under the policy's own sampling (its --temperature); Q is the expected return from a to the end of
+the episode. Monte Carlo: every sampled answer is continued M times to the end (--continuations),
+Q^ = the mean return. V^(s) is the mean of Q^ over the answers sampled at s where several share s
+(search: the G first turns of a question; AT-GRPO: the K candidates of a group; the K first
+answers of GRPO's trajectories), and the mean return of M fresh episodes from s where one answer
+alone was given at s (a trajectory's later answer: the continuations of the answer before it).
+
+Each estimator gives the advantage its training gives, on the samples its own rollout makes, at
+the same budget (K or G samples per group):
+  search, turn 1 (the query)  GRPO-OR, GRPO-MR and MT-GRPO on the same G episodes (mtgrpo.py)
+  planpath                    GRPO and GiGPO on the same K trajectories per level
+                              (atgrpo.episode_advantages, gigpo_advantages); AT-GRPO on the groups
+                              of its own tree (atgrpo.tree_advantages)
+The return: search R^T_1 + R^O ("return") and R^O alone ("outcome"); planpath the sum of every
+agent's rewards from the answer to the episode's end ("return", what trajectory GRPO normalises)
+and success alone ("success": 1 when the level ends solved).
+
+The figures, with 95 % bootstrap intervals over states (questions; for planpath levels, which
+hold every state of their episodes): Pearson and Spearman correlation with A*; sign agreement
+where |A*| is above the noise (an advantage of 0 has no sign: it counts as a miss); the fraction
+of answers whose advantage is 0. The noise ceiling: the M continuations split in two halves give
+two independent A*; their correlation r is the split-half reliability, and no estimator, not even
+the true A*, can correlate with the measured A* above sqrt(2r / (1 + r)) (Spearman-Brown).
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/credit.py
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import atgrpo
+import env_search
+import env_two_roles
+import mtgrpo
+import rewards
+import train
+from machinery.cli import one_line
+from machinery.precision import bf16_ok, precision_line
+from machinery.records import read_json
+from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
+
+NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "grpo": "GRPO (trajectories)",
+         "gigpo": "GiGPO", "at": "AT-GRPO (tree)"}
+ESTIMATORS = {"search": ("or", "mr", "mt"), "planpath": ("grpo", "gigpo", "at")}
+TARGETS = {"search": ("return", "outcome"), "planpath": ("return", "success")}
+# the pre-registered comparisons: (estimator, baseline), Pearson difference with its interval
+DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr")),
+               "planpath": (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo"))}
+DEFAULT_STATES, DEFAULT_CONTINUATIONS = {"search": 12, "planpath": 4}, {"search": 8, "planpath": 4}  # about 20 min each
+SUBSETS = {"search": {"turn 1": lambda r: True},
+           "planpath": {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1,
+                        "turns 2+": lambda r: r["turn"] >= 2}}
+
+
+# ---------------------------------------------------------------- Monte Carlo: Q^ from continuations
+def halves(values):
+    """[mean of the first half, mean of the second half]: two independent estimates."""
+    m = len(values) // 2
+    return [float(np.mean(values[:m])), float(np.mean(values[m:]))]
+
+
+def play_out(envs, pending, sampler):
+    """Play every environment to its end, starting with the role roles[pending[i]]; return the
+    rewards each earned on the way. Every role's prompts of a round are sampled together."""
+    totals, pending = [0.0] * len(envs), list(pending)
+    while any(not e.done for e in envs):
+        for r, role in enumerate(envs[0].roles):
+            now = [i for i, e in enumerate(envs) if not e.done and pending[i] == r]
+            if now:
+                for i, (_, _, text) in zip(now, sampler(role, [envs[i].messages(role) for i in now])):
+                    totals[i] += envs[i].act(role, text)
+                    pending[i] = (r + 1) % len(envs[i].roles)
+    return totals
+
+
+def continue_each(starts, sampler, M, chunk, bar):
+    """starts: (environment, index of the role that acts next, reward already earned). Each is
+    copied M times and played to the end; returns, per start, {"return": halves, "success":
+    halves}, the return counting the reward already earned."""
+    copies = [(i, env.copy(), role) for i, (env, role, _) in enumerate(starts) if not env.done for _ in range(M)]
+    bar.total = (bar.total or 0) + len(copies)
+    bar.refresh()
+    totals = {i: [] for i in range(len(starts))}
+    for at in range(0, len(copies), chunk):
+        part = copies[at:at + chunk]
+        for (i, env, _), total in zip(part, play_out([e for _, e, _ in part], [r for _, _, r in part], sampler)):
+            totals[i].append((starts[i][2] + total, float(env.solved)))
+        bar.update(len(part))
+    out = []
+    for i, (env, _, earned) in enumerate(starts):
+        runs = totals[i] or [(earned, float(env.solved))] * M  # a finished episode: its return is known
+        out.append({"return": halves([r for r, _ in runs]), "success": halves([s for _, s in runs])})
+    return out
+
+
+def replayed(env, role, text, reward):
+    """Play `text` on `env` as the rollout did; the reward must come out the same."""
+    got = env.act(role, text)
+    if got != reward:
+        raise RuntimeError(f"the environment gave {got} for an answer that earned {reward} in the rollout: "
+                           "it is not deterministic, and continuations would start from another state")
+    return env
+
+
+def next_role(env, role):
+    return (env.roles.index(role) + 1) % len(env.roles)
+
+
+# ---------------------------------------------------------------- the games: trees and trajectories
+def tree_records(make_env, level_ids, sampler, K, M, scale, chunk, bar):
+    """AT-GRPO: the tree's K candidates of every (level, agent, turn) group, each with its
+    advantage and Q^ (V^: the mean of its group's Q^)."""
+    groups, _ = atgrpo.tree_rollout([make_env(e) for e in level_ids], level_ids, sampler, K)
+    node, starts, records = {e: make_env(e) for e in level_ids}, [], []
+    for g, adv in zip(groups, atgrpo.tree_advantages(groups, scale)):
+        e, role, turn = g.key
+        branches = [replayed(node[e].copy(), role, c[2], r) for c, r in zip(g.candidates, g.rewards)]
+        starts += [(b, next_role(b, role), r) for b, r in zip(branches, g.rewards)]
+        records += [{"scheme": "tree", "state": f"level {e} {role} turn {turn}", "cluster": level_ids.index(e),
+                     "turn": turn, "role": role, "answer": c[2], "adv": {"at": a}} for c, a in zip(g.candidates, adv)]
+        node[e] = branches[g.chosen]
+    for record, q in zip(records, continue_each(starts, sampler, M, chunk, bar)):
+        record["q"] = q
+    return records
+
+
+def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar, omega=1.0, gamma=0.95):
+    """GRPO and GiGPO on the same K trajectories per level: every answer with both advantages and
+    its Q^. V^ of the state of a later answer comes free: the continuations of the answer before
+    it start there (their return less that answer's reward); the K first answers share the start."""
+    trajectories, _ = atgrpo.parallel_rollout([make_env(e) for e in level_ids for _ in range(K)], sampler)
+    grpo = atgrpo.episode_advantages(trajectories, K, scale)[1]
+    gigpo = atgrpo.gigpo_advantages(trajectories, K, omega, gamma, scale)
+    after, records = [], []
+    for j, trajectory in enumerate(trajectories):
+        env = make_env(level_ids[j // K])
+        for n, t in enumerate(trajectory):
+            env = replayed(env, t.role, t.candidate[2], t.reward)
+            after.append((env.copy(), next_role(env, t.role), t.reward))
+            records.append({"scheme": "trajectories", "state": f"level {level_ids[j // K]} " +
+                            ("start" if n == 0 else f"trajectory {j % K} answer {n}"), "cluster": j // K,
+                            "turn": t.turn, "role": t.role, "answer": t.candidate[2],
+                            "adv": {"grpo": grpo[j], "gigpo": gigpo[j][n]}})
+    for i, q in enumerate(continue_each(after, sampler, M, chunk, bar)):
+        records[i]["q"] = q
+        if records[i]["state"].endswith("start"):
+            continue
+        earlier, reward = records[i - 1]["q"], after[i - 1][2]  # the answer before, in the same trajectory
+        records[i]["v"] = {"return": [x - reward for x in earlier["return"]], "success": earlier["success"]}
+    return records
+
+
+def game_records(make_env, level_ids, sampler, K, M, scale, chunk=64, desc="continuations"):
+    """Both rollout schemes on the same levels (module docstring), under one progress bar."""
+    with tqdm(desc=desc, unit="episode", total=0) as bar:
+        return (trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar)
+                + tree_records(make_env, level_ids, sampler, K, M, scale, chunk, bar))
+
+
+# ---------------------------------------------------------------- search: the query turn
+def search_advantages(turn_r, outcome_r, alpha=1.0, scale="group"):
+    """{or, mr, mt}: each estimator's advantage A_1 of the query turn of G episodes of one question
+    (mtgrpo.turn_advantages; index 0 is turn 1)."""
+    R_T, R_O = torch.tensor(turn_r, dtype=torch.float64).view(1, -1, 1), torch.tensor(outcome_r, dtype=torch.float64).view(1, -1)
+    return {a: mtgrpo.turn_advantages(R_T, R_O, a, alpha, scale)[0, :, 0].tolist() for a in ESTIMATORS["search"]}
+
+
+def replay_first_turn(first, generate):
+    """play_episodes' generate: the first call gives back the turns `first`, later calls sample."""
+    calls = []
+
+    def gen(prompts):
+        calls.append(len(prompts))
+        return [list(f) for f in first] if len(calls) == 1 else generate(prompts)
+    return gen
+
+
+def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
+    """Per question: G episodes (the estimators' samples) and, for each one's query turn, M
+    continuations that replay it and sample the answer turn (its Q^)."""
+    records, generate = [], turn_generator(model, tok, args, env_search.STOP_STRINGS)
+    for qi, question in enumerate(questions):
+        envs = train.make_envs([question], retriever, args, repeat=G)
+        samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS)
+        turn_r, outcome_r, _ = rewards.score_episodes(envs)
+        adv = search_advantages([t[0] for t in turn_r], outcome_r, args.alpha, args.scale_rewards)
+        first = [[x for x, k in zip(s.ids, s.turn) if k == 1] for s in samples]
+        bar.update(G)
+        runs = []  # (episode, R^T_1, R^O) of every continuation
+        for at in range(0, G * M, chunk):
+            rows = range(at, min(at + chunk, G * M))
+            conts = train.make_envs([question], retriever, args, repeat=len(rows))
+            play_episodes(model, tok, conts, args, env_search.STOP_STRINGS,
+                          generate=replay_first_turn([first[i // M] for i in rows], generate))
+            c_turn, c_outcome, _ = rewards.score_episodes(conts)
+            runs += [(i // M, t[0], o) for i, t, o in zip(rows, c_turn, c_outcome)]
+            bar.update(len(rows))
+        for i in range(G):
+            mine = [(t, o) for e, t, o in runs if e == i]
+            if any(t != turn_r[i][0] for t, _ in mine):
+                raise RuntimeError("a replayed query earned another turn reward: the retriever is not deterministic")
+            records.append({"scheme": "episodes", "state": f"question {qi}", "cluster": qi, "turn": 1, "role": "",
+                            "answer": args.prefill + tok.decode(first[i], skip_special_tokens=True),
+                            "adv": {a: adv[a][i] for a in adv},
+                            "q": {"return": halves([t + o for t, o in mine]), "outcome": halves([o for _, o in mine])}})
+    return records
+
+
+# ---------------------------------------------------------------- the figures
+def true_advantages(records, target):
+    """(A*, A* of the first half, A* of the second half) per record (module docstring)."""
+    shared = {}
+    for i, r in enumerate(records):
+        if "v" not in r:
+            shared.setdefault(r["state"], []).append(i)
+    a = np.zeros((2, len(records)))
+    for h in (0, 1):
+        for i, r in enumerate(records):
+            v = r["v"][target][h] if "v" in r else np.mean([records[j]["q"][target][h] for j in shared[r["state"]]])
+            a[h, i] = r["q"][target][h] - v
+    return (a[0] + a[1]) / 2, a[0], a[1]
+
+
+def pearson(x, y):
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 2 or x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
+
+
+def ranks(x):
+    """Ranks 1..n, ties given their mean rank."""
+    x = np.asarray(x, float)
+    order = np.argsort(x, kind="stable")
+    new = np.r_[True, x[order][1:] != x[order][:-1]]  # where a run of equal values starts
+    first = np.flatnonzero(new)
+    mean_rank = first + (np.diff(np.r_[first, len(x)]) + 1) / 2  # ranks first+1 .. first+count
+    r = np.empty(len(x))
+    r[order] = mean_rank[np.cumsum(new) - 1]
+    return r
+
+
+def spearman(x, y):
+    return pearson(ranks(x), ranks(y))
+
+
+def figures(adv, a_star, noise):
+    """Pearson, Spearman, sign agreement where |A*| > 2 noise, and the fraction of advantages 0."""
+    adv, a_star = np.asarray(adv, float), np.asarray(a_star, float)
+    clear = np.abs(a_star) > 2 * noise
+    return {"pearson": pearson(adv, a_star), "spearman": spearman(adv, a_star),
+            "sign": float(np.mean(np.sign(adv[clear]) == np.sign(a_star[clear]))) if clear.any() else float("nan"),
+            "zero": float(np.mean(adv == 0))}
+
+
+def noise_ceiling(a1, a2):
+    """Split-half reliability r, the ceiling sqrt(2r / (1 + r)), and the noise: the std of the
+    full estimate's error, std(A*_1 - A*_2) / 2 (each half has twice the full estimate's variance)."""
+    r = pearson(a1, a2)
+    ceiling = float(np.sqrt(2 * r / (1 + r))) if r > 0 else float("nan")
+    return {"split_half": r, "ceiling": ceiling, "noise": float(np.std(np.asarray(a1) - np.asarray(a2)) / 2)}
+
+
+def analyse(records, env, bootstrap=1000, seed=0):
+    """{target: {subset: {"n", "states", noise ceiling, per estimator {figure: [value, low, high]},
+    "differences": {"a-b": [value, low, high]}}}}: the Pearson differences are paired (the same
+    resampled states for both)."""
+    out = {}
+    for target in TARGETS[env]:
+        a_star, a1, a2 = true_advantages(records, target)
+        out[target] = {}
+        for subset, keep in SUBSETS[env].items():
+            rows = [i for i, r in enumerate(records) if keep(r)]
+            if not rows:
+                continue
+            by_est = {e: [i for i in rows if e in records[i]["adv"]] for e in ESTIMATORS[env]}
+            # the noise of each scheme's A*, from its own answers
+            noise = {e: noise_ceiling(a1[ix], a2[ix]) for e, ix in by_est.items() if ix}
+
+            def compute(cluster_weights):
+                res = {}
+                for e, ix in by_est.items():
+                    if ix:
+                        ix = np.repeat(ix, [cluster_weights[records[i]["cluster"]] for i in ix])
+                        res[e] = figures([records[i]["adv"][e] for i in ix], a_star[ix], noise[e]["noise"])
+                return res
+
+            clusters = sorted({records[i]["cluster"] for i in rows})
+            point = compute({c: 1 for c in clusters})
+            rng, draws = np.random.default_rng(seed), []
+            for _ in range(bootstrap):
+                picked = rng.choice(clusters, len(clusters))
+                draws.append(compute({c: int(np.sum(picked == c)) for c in clusters}))
+            cell = {"n": len(rows), "states": len(clusters), "noise": noise}
+            for e, fig in point.items():
+                cell[e] = {k: [v, *interval([d[e][k] for d in draws])] for k, v in fig.items()}
+            cell["differences"] = {f"{a}-{b}": [point[a]["pearson"] - point[b]["pearson"],
+                                                *interval([d[a]["pearson"] - d[b]["pearson"] for d in draws])]
+                                   for a, b in DIFFERENCES[env] if a in point and b in point}
+            out[target][subset] = cell
+    return out
+
+
+def interval(values):
+    """The 2.5 and 97.5 percentiles (NaN-free draws only)."""
+    values = [v for v in values if v == v]
+    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if values else [float("nan")] * 2
+
+
+# ---------------------------------------------------------------- tables, plot, command line
+def number(v):
+    return "–" if v != v else f"{v:+.2f}" if v < 0 else f"{v:.2f}"
+
+
+def with_interval(triple):
+    v, lo, hi = triple
+    return f"{number(v)} [{number(lo)}, {number(hi)}]"
+
+
+def tables(result):
+    """The measurement as markdown tables (what docs/results-credit.md shows)."""
+    env, s = result["settings"]["env"], result["settings"]
+    lines = [f"{env}, model {s['model']}, {s['states']} {'questions' if env == 'search' else 'levels'}, "
+             f"{'G' if env == 'search' else 'K'} = {s['num_generations']}, M = {s['continuations']}, "
+             f"{'bf16' if s['bf16'] else 'fp32'}, temperature {s['temperature']}, {s['bootstrap']} bootstrap draws"]
+    if "machine" in result:
+        m = result["machine"]
+        lines[0] += f"; sampled in {m['seconds'] / 60:.1f} min on {m['cpu']}, {m['threads']} threads, load {m['load_at_start']:.2f} at the start"
+    for target, cells in result["figures"].items():
+        for subset, cell in cells.items():
+            lines += ["", f"**{target}, {subset}** ({cell['n']} answers, {cell['states']} states)", "",
+                      "| estimator | Pearson | Spearman | sign agreement | zero advantage | split-half r | ceiling |",
+                      "|---|---|---|---|---|---|---|"]
+            for e in ESTIMATORS[env]:
+                if e in cell:
+                    n = cell["noise"][e]
+                    lines.append(f"| {NAMES[e]} | " + " | ".join(with_interval(cell[e][k]) for k in ("pearson", "spearman", "sign"))
+                                 + f" | {cell[e]['zero'][0]:.2f} | {number(n['split_half'])} | {number(n['ceiling'])} |")
+            lines += [""] + [f"- Pearson {NAMES[d.split('-')[0]]} − {NAMES[d.split('-')[1]]}: {with_interval(v)}"
+                             for d, v in cell["differences"].items()]
+    return "\n".join(lines)
+
+
+def summary(results):
+    """The pre-registered differences of every measurement, one row each (Pearson, 95 % interval)."""
+    lines = []
+    for env in ESTIMATORS:
+        mine = [r for r in results if r["settings"]["env"] == env]
+        if not mine:
+            continue
+        cols = [(t, sub, d) for t in TARGETS[env] for sub in SUBSETS[env] if sub != "all turns" for d in DIFFERENCES[env][:2]]
+        label = lambda d: " − ".join(NAMES[x].split(" (")[0] for x in d)  # noqa: E731
+        lines += [f"**{env}: Pearson differences**", "",
+                  "| model | precision | " + " | ".join(f"{label(d)}, {t}, {sub}" for t, sub, d in cols) + " |",
+                  "|---|---|" + "---|" * len(cols)]
+        for r in mine:
+            cells = [with_interval(r["figures"][t][sub]["differences"]["-".join(d)]) for t, sub, d in cols]
+            lines.append(f"| {r['settings']['model']} | {'bf16' if r['settings']['bf16'] else 'fp32'} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(result, path):
+    """One scatter panel per estimator: its advantage against A* (the return)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no PNG: matplotlib is not installed (pip install -r requirements-plot.txt)", file=sys.stderr)
+        return
+    env, records = result["settings"]["env"], result["records"]
+    a_star = true_advantages(records, "return")[0]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharex=True)
+    for ax, e in zip(axes, ESTIMATORS[env]):
+        ix = [i for i, r in enumerate(records) if e in r["adv"]]
+        later = np.array([records[i]["turn"] >= 2 for i in ix])
+        x, y = a_star[ix], np.array([records[i]["adv"][e] for i in ix])
+        ax.scatter(x[~later], y[~later], s=9, alpha=0.5, label="turn 1")
+        if later.any():
+            ax.scatter(x[later], y[later], s=9, alpha=0.5, label="turns 2+")
+            ax.legend(fontsize=8)
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.axvline(0, color="grey", lw=0.5)
+        ax.set_title(f"{NAMES[e]}: r = {number(pearson(y, x))}")
+        ax.set_xlabel("true advantage A* (return)")
+    axes[0].set_ylabel("the estimator's advantage")
+    fig.suptitle(f"{env}: model {result['settings']['model']}, {'bf16' if result['settings']['bf16'] else 'fp32'}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=BUNDLED, help="checkpoint folder, hub id or the bundled model")
+    p.add_argument("--env", choices=["search", "planpath"], help="default: the run's, else search")
+    p.add_argument("--states", type=int, help="test questions (default 12) or levels (default 4)")
+    p.add_argument("--num-generations", type=int, help="G or K (default: the run's, else the task's)")
+    p.add_argument("--continuations", type=int, help="M, even (two halves for the noise ceiling); default 8 (search) or 4 (planpath)")
+    p.add_argument("--chunk", type=int, default=64, help="episodes decoded together")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the intervals")
+    p.add_argument("--json", help="write the measurement (settings, records, figures) here")
+    p.add_argument("--png", help="write the scatter plots here (needs matplotlib)")
+    p.add_argument("--from", dest="sources", nargs="+", metavar="JSON",
+                   help="--json files: print their tables again, then the differences side by side; no model")
+    ours, rest = p.parse_known_args(argv)
+    if ours.continuations is not None and (ours.continuations < 2 or ours.continuations % 2) or ours.chunk < 1 or ours.bootstrap < 10:
+        p.error("--continuations must be even and at least 2, --chunk at least 1, --bootstrap at least 10")
+    if ours.states is not None and ours.states < 2:
+        p.error("--states must be at least 2 (the intervals resample states)")
+    if ours.num_generations is not None and ours.num_generations < 2:
+        p.error("--num-generations must be at least 2: an advantage compares the samples of a group")
+    if ours.sources and (len(ours.sources) > 1 and (ours.png or ours.json)):
+        p.error("--png and --json take one --from file")
+    if ours.sources:
+        return ours, None
+    from tools.evaluate import run_args
+    ours.n = ours.states or 1  # the run's --env decides the defaults
+    args = run_args(ours, rest + ([f"--num-generations={ours.num_generations}"] if ours.num_generations else []))
+    if args.env not in ESTIMATORS:
+        p.error(f"--env {args.env}: credit is measured on search and planpath")
+    args.eval_n = ours.n = ours.states or DEFAULT_STATES[args.env]
+    ours.continuations = ours.continuations or DEFAULT_CONTINUATIONS[args.env]
+    return ours, args
+
+
+def measure(ours, args):
+    """Load the policy, sample, continue, and return the result (settings, records, figures)."""
+    from tools.evaluate import evaluation_set, load_policy
+    device = pick_device(args.device)
+    models, tok = load_policy(args.model, args, device)
+    data, items = evaluation_set(args, "test")
+    train.check_prompts(next(iter(models.values())), tok, data, [], items, args)
+    torch.manual_seed(args.seed)
+    G, M, t0 = args.num_generations, ours.continuations, time.time()
+    if args.env == "search":
+        with tqdm(total=len(items) * G * (M + 1), desc="credit: episodes", unit="episode") as bar:
+            records = search_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar)
+    else:
+        sampler = chat_sampler(train.role_models(models), tok, args, env_two_roles.STOP_STRINGS)
+        make_env = lambda seed: train.GAMES[args.env].make_tasks([seed], args)[0]  # noqa: E731
+        records = game_records(make_env, items, sampler, G, M, args.scale_rewards, ours.chunk, "credit: episodes")
+    settings = {"env": args.env, "model": args.model, "states": len(items), "num_generations": G, "continuations": M,
+                "bf16": bool(args.bf16 and bf16_ok(device)), "temperature": args.temperature, "scale_rewards": args.scale_rewards,
+                "bootstrap": ours.bootstrap, "seed": args.seed}
+    machine = {"cpu": cpu_name(), "precision": precision_line(device, args.bf16), "threads": torch.get_num_threads(),
+               "load_at_start": os.getloadavg()[0], "seconds": round(time.time() - t0, 1)}
+    return {"settings": settings, "machine": machine, "records": records}
+
+
+def read_result(path):
+    """A --json file, checked like any input: settings and records with the fields the figures read."""
+    try:
+        result = read_json(path)
+        env = result["settings"]["env"]
+        for key in ("model", "states", "num_generations", "continuations", "bf16", "temperature", "bootstrap"):
+            result["settings"][key]
+        if env not in ESTIMATORS or not isinstance(result["records"], list) or not result["records"]:
+            raise ValueError("no records, or an env other than search and planpath")
+        for r in result["records"]:
+            numbers = [r["cluster"], r["turn"], *r["adv"].values()] + [x for t in TARGETS[env] for part in ("q", "v")
+                                                                       if part in r for x in r[part][t]]
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers) or not isinstance(r["state"], str):
+                raise ValueError("a record with a field that is not a number")
+            if not set(r["adv"]) <= set(ESTIMATORS[env]) or any(len(r[part][t]) != 2 for t in TARGETS[env] for part in ("q", "v") if part in r):
+                raise ValueError("a record with an unknown estimator or without two halves")
+        return result
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise SystemExit(f"{path} is not a tools/credit.py --json file ({type(e).__name__}: {e}); "
+                         "make one with python tools/credit.py --json FILE") from None
+
+
+def cpu_name():
+    """The CPU's model name (Linux), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.machine())
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+@one_line
+def main(argv=None):
+    ours, args = parse_args(sys.argv[1:] if argv is None else argv)
+    for path in (ours.json, ours.png):  # checked before the long work, not after it
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise SystemExit(f"{path}: its folder does not exist; create it or give another path")
+    results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
+    for result in results:
+        result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
+        print(tables(result) + "\n")
+    if len(results) > 1:
+        print(summary(results))
+    result = results[0]
+    if ours.json:
+        with open(ours.json, "w") as f:
+            json.dump(result, f)
+        print(f"wrote {ours.json}")
+    if ours.png:
+        plot(result, ours.png)
+    return result
+
+
+if __name__ == "__main__":
+    main()
