@@ -62,7 +62,7 @@ class Args:
     min_solution: int = flag(3, "sokoban, planpath: levels whose optimal solution is shorter are drawn again")
     max_solution: int = flag(4, "sokoban, planpath: levels whose optimal solution is longer are drawn again (0: no limit)")
     levels: str = flag("ours", "planpath: ours (the --size grid, paths of --min-solution to --max-solution moves) or "
-                               "public (the public code's: 10 x 10, no border, 22 % walls, any path length)")
+                               "public (the public code's: 10 x 10, no border, walls 0.22, any path length)")
     max_turns: int = flag(4, "sokoban, planpath: turns per episode")
     moves_per_turn: int = flag(1, "sokoban, planpath: moves an answer may play (the rest is ignored)")
     team_reward: str = flag("solver", "sokoban: team progress = drop in optimal moves left (solver) or in box-goal distance")

@@ -341,10 +341,11 @@ def tables(result):
              f"{'bf16' if s['bf16'] else 'fp32'}, temperature {s['temperature']}, {s['bootstrap']} bootstrap draws"]
     if "machine" in result:
         m = result["machine"]
-        lines[0] += f"; sampled in {m['seconds'] / 60:.1f} min on {m['cpu']}, {m['threads']} threads, load {m['load_at_start']:.2f} at the start"
+        lines[0] += f"; sampled in {m['seconds'] / 60:.1f} min on {m['cpu']}, {m['threads']} thread{'s' if m['threads'] != 1 else ''}, load {m['load_at_start']:.2f} at the start"
     for target, cells in result["figures"].items():
         for subset, cell in cells.items():
-            lines += ["", f"**{target}, {subset}** ({cell['n']} answers, {cell['states']} states)", "",
+            lines += ["", f"**{target}, {subset}** ({cell['n']} answers; the bootstrap resamples {cell['states']} "
+                          f"{'questions' if env == 'search' else 'levels'})", "",
                       "| estimator | Pearson | Spearman | sign agreement | zero advantage | split-half r | ceiling |",
                       "|---|---|---|---|---|---|---|"]
             for e in ESTIMATORS[env]:
