@@ -197,11 +197,14 @@ def test_analyse_intervals_and_differences_on_the_toy():
                                                         "bootstrap": 50}, "figures": out})
 
 
-def test_the_tool_on_a_tiny_model_and_again_from_its_json(tiny_model_dir, tmp_path, capsys):
+def test_the_tool_on_a_tiny_model_and_again_from_its_json(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    from conftest import force_cpu_bf16
+    force_cpu_bf16(monkeypatch, False)  # a CPU without native bf16: --bf16 true computes, and is labelled, fp32
     path = tmp_path / "credit.json"
     common = ["--bootstrap", "20"]
     live = credit.main(["--env", "planpath", "--model", tiny_model_dir, "--states", "2", "--num-generations", "2",
-                        "--continuations", "2", "--bf16", "false", "--json", str(path)] + common)
+                        "--continuations", "2", "--bf16", "true", "--json", str(path)] + common)
+    assert live["settings"]["bf16"] is False and "fp32" in live["machine"]["precision"]
     printed = capsys.readouterr().out
     again = credit.main(["--from", str(path)])
     assert capsys.readouterr().out.strip() in printed  # the same tables, no model

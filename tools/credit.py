@@ -51,7 +51,7 @@ import mtgrpo
 import rewards
 import train
 from machinery.cli import one_line
-from machinery.precision import bf16_ok, precision_line
+from machinery import precision
 from machinery.records import read_json
 from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
 
@@ -459,9 +459,9 @@ def measure(ours, args):
         make_env = lambda seed: train.GAMES[args.env].make_tasks([seed], args)[0]  # noqa: E731
         records = game_records(make_env, items, sampler, G, M, args.scale_rewards, ours.chunk, "credit: episodes")
     settings = {"env": args.env, "model": args.model, "states": len(items), "num_generations": G, "continuations": M,
-                "bf16": bool(args.bf16 and bf16_ok(device)), "temperature": args.temperature, "scale_rewards": args.scale_rewards,
+                "bf16": bool(args.bf16 and precision.bf16_ok(device)), "temperature": args.temperature, "scale_rewards": args.scale_rewards,
                 "bootstrap": ours.bootstrap, "seed": args.seed}
-    machine = {"cpu": cpu_name(), "precision": precision_line(device, args.bf16), "threads": torch.get_num_threads(),
+    machine = {"cpu": cpu_name(), "precision": precision.precision_line(device, args.bf16), "threads": torch.get_num_threads(),
                "load_at_start": os.getloadavg()[0], "seconds": round(time.time() - t0, 1)}
     return {"settings": settings, "machine": machine, "records": records}
 
