@@ -211,8 +211,10 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
             c_turn, c_outcome, _ = rewards.score_episodes(conts)
             runs += [(i // M, t[0], o) for i, t, o in zip(rows, c_turn, c_outcome)]
             bar.update(len(rows))
-        for i in range(G):
-            mine = [(t, o) for e, t, o in runs if e == i]
+        by_episode = {i: [] for i in range(G)}
+        for e, t, o in runs:
+            by_episode[e].append((t, o))
+        for i, mine in by_episode.items():
             if any(t != turn_r[i][0] for t, _ in mine):
                 raise RuntimeError("a replayed query earned another turn reward: the retriever is not deterministic")
             records.append({"scheme": "episodes", "state": f"question {qi}", "cluster": qi, "turn": 1, "role": "",
@@ -471,8 +473,9 @@ def read_result(path):
     try:
         result = read_json(path)
         env = result["settings"]["env"]
-        for key in ("model", "states", "num_generations", "continuations", "bf16", "temperature", "bootstrap"):
-            result["settings"][key]
+        missing = {"model", "states", "num_generations", "continuations", "bf16", "temperature", "bootstrap"} - set(result["settings"])
+        if missing:
+            raise KeyError(", ".join(sorted(missing)))
         if env not in ESTIMATORS or not isinstance(result["records"], list) or not result["records"]:
             raise ValueError("no records, or an env other than search and planpath")
         for r in result["records"]:
