@@ -5,7 +5,8 @@ Read top to bottom: where a turn ends (the same rule for every path), the plain 
 (`hf_generate_turn`: transformers' `generate`, cut at the turn's end), then the fast path
 (`generate_turn`: a decode loop that prefills each distinct prompt once and writes keys and values
 into a turn-sized cache). tests/test_policy.py and tests/test_qwen_style.py check that the two give
-the same tokens, greedy and for the same sampling seed; docs/benchmarks.md has their speeds.
+the same tokens greedy, and sample the same distribution (seed for seed where the fast path is
+given generate's sampler); docs/benchmarks.md has their speeds.
 """
 import functools
 
@@ -112,6 +113,20 @@ def sampling_probs(logits, temperature, top_p):
     return logits.softmax(-1)
 
 
+def draw(probs):
+    """One token per row of `probs` (B, V), by the inverse of its cumulative distribution: one
+    uniform number u per row, and the first token whose cumulative probability exceeds u. The
+    distribution of torch.multinomial(probs, 1), which draws V exponential numbers per row (on a
+    CPU the costliest part of a decode step); other tokens for the same seed, so the fast path
+    samples as `generate` does in distribution, not seed for seed (tests/test_policy.py checks the
+    distribution). A token of probability 0 is never drawn: the cumulative sum does not rise at
+    it, and u stays below the total. (CPU cumsum adds up in float64.)"""
+    cdf = probs.cumsum(-1)
+    total = cdf[:, -1:]
+    u = torch.minimum(torch.rand_like(total) * total, total.nextafter(torch.zeros_like(total)))
+    return torch.searchsorted(cdf, u, right=True)[:, 0]
+
+
 @functools.lru_cache(maxsize=4)
 def token_texts(tok):
     """The text of every token id, decoded once per tokenizer, for stop strings on token ids."""
@@ -168,8 +183,9 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     AT-GRPO group share theirs) and its keys/values are repeated for its rows; then all rows
     decode together, a row leaving the batch when it stops. The keys/values go into buffers
     sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
-    the weights are made once, not at every token. `reference=True` runs
-    transformers' `generate` instead (same tokens for greedy decoding; tests compare the two).
+    the weights are made once, not at every token. Tokens are drawn by `draw` (one random number
+    per row). `reference=True` runs transformers' `generate` instead: the same tokens for greedy
+    decoding, the same distribution when sampling (tests compare the two).
 
     1. A checkpoint may have more embedding rows than its tokenizer has ids (Qwen2.5: 151,936 for
     151,665). Those ids are sampled like any other, as `generate` samples them, so the log-prob
@@ -192,8 +208,7 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
         cache.batch_select_indices(row_of)  # one prefill per distinct prompt, repeated per row
         logits, attn, pos = out.logits[row_of, -1], attn[row_of], pos[row_of, -1]
         for step in range(max_new_tokens):
-            token = logits.float().argmax(-1) if greedy else torch.multinomial(
-                sampling_probs(logits, temperature, top_p), 1)[:, 0]
+            token = logits.float().argmax(-1) if greedy else draw(sampling_probs(logits, temperature, top_p))
             going = []
             for j, (i, t) in enumerate(zip(active, token.tolist())):
                 new[i].append(t)

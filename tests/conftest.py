@@ -96,3 +96,12 @@ def force_cpu_bf16(monkeypatch, on):
     from machinery import precision
     real = precision.bf16_ok
     monkeypatch.setattr(precision, "bf16_ok", lambda device: on if device == "cpu" else real(device))
+
+
+@pytest.fixture
+def generate_sampler(monkeypatch):
+    """The decode loop with transformers' sampler (one torch.multinomial per step) in place of
+    decode.draw: the loop then samples seed for seed as generate does, so a test can compare the
+    rest of the two paths (logits, temperature, top-p, stops, rows leaving) token for token."""
+    from machinery import decode
+    monkeypatch.setattr(decode, "draw", lambda probs: torch.multinomial(probs, 1)[:, 0])

@@ -33,6 +33,7 @@ def check_run(run, batches):
     assert prompts == batches  # generated from exactly these token ids
     assert set(dtypes) == {"generate", "reference", "update"}
     assert params > 0
+    assert 1 <= len(log["decode"]) <= 2 and all(t > 0 for t, *_ in log["decode"])  # 4 tokens: 3 decode forwards
     return logs, params
 
 
@@ -108,6 +109,7 @@ def test_trl_peak_and_tables_use_the_dtype_of_the_phases(native_bf16, monkeypatc
             sides.append((side, cfg.bf16))
             log = Counter(generate=1.0, reference=1.0, update=2.0, step=5.0, generated=8, trained=8,
                           prompt=20, distinct_prompt=10, positions=28, padded=30)
+            log["decode"] = [(0.02, 1e8, 1e8)]  # floor: 10 ms of reads at 10 GB/s
             return [log] * len(batches), {}, batches, 1000
         return run
 
@@ -115,6 +117,7 @@ def test_trl_peak_and_tables_use_the_dtype_of_the_phases(native_bf16, monkeypatc
     monkeypatch.setattr(bench, "load_model", lambda *a: (None, None))
     monkeypatch.setattr(bench, "search_prompts", lambda tok, n, seed=0: (["q"] * n, [[1, 2, 3]] * n))
     monkeypatch.setattr(bench, "matmul_gflops", lambda device, dt: peaks.append(dt) or 100.0)
+    monkeypatch.setattr(bench, "bandwidth_gbs", lambda device: 10.0)
     monkeypatch.setattr(bench, "run_ours", fake_run("ours"))
     monkeypatch.setattr(bench, "run_trl", fake_run("trl"))
     bench.main(["--trl", "--json", "--betas", "0", "--steps", "1", "--warmup", "0", "--batch-size", "1",
@@ -125,7 +128,14 @@ def test_trl_peak_and_tables_use_the_dtype_of_the_phases(native_bf16, monkeypatc
     assert sides == [("ours", dtype == "bf16"), ("trl", dtype == "bf16")]
     assert f"{dtype} matmul peak at start: 100 GFLOP/s" in out and f"| β = 0, {dtype} |" in out
     assert ("--fp32: autocast off" in out) == fp32 and ("no native bf16" in out) == (not native)
-    assert json.loads(out.splitlines()[-1])["peak_dtype"] == dtype
+    summary = json.loads(out.splitlines()[-1])
+    assert summary["peak_dtype"] == dtype and summary["bandwidth_gbs"] == 10.0
+    floors = summary["by_beta"]["0"]
+    assert floors["decode_step_ms"] == pytest.approx(20.0) and floors["decode_floor_ms"] == pytest.approx(10.0)
+    assert floors["decode_floor_multiple"] == pytest.approx(2.0) and floors["trl_decode_floor_multiple"] == pytest.approx(2.0)
+    # update: 6 x 1000 params x 18 tokens per step / 2 s = 54 kFLOP/s of a 100 GFLOP/s peak
+    assert floors["update_floor_multiple"] == pytest.approx(100e9 / (6 * 1000 * 18 / 2.0))
+    assert "| decode step / floor | **2.00×** | 2.00× |" in out
 
 
 def test_fp32_turns_bf16_off_on_both_sides(setup, native_bf16, tmp_path):
@@ -157,3 +167,88 @@ def test_precision_bench_times_bf16_only_where_native(native_bf16, tiny_model_di
         assert peaks == [torch.float32] and "speed-up" not in out
         assert not any(line.startswith("bf16") for line in out.splitlines())
         assert "no native bf16 on this cpu: training computes in fp32" in out
+
+
+# ---------------------------------------------------------------- the floors
+def test_decode_work_counts_every_weight_once_and_every_rows_cache(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    V = model.config.vocab_size
+    # per layer: q 32x32, k 32x16, v 32x16, o 32x32, gate 32x64, up 32x64, down 64x32 = 9,216; the
+    # tied LM head 32 V once (the embedding rows looked up are not counted)
+    weights = 2 * 9216 + 32 * V
+    cache = 2 * 2 * 2 * 8 * 10 * 3  # keys+values x layers x kv heads x head dim x context x rows
+    flops, read = bench.decode_work(model, rows=3, context=10, dtype=torch.float32)
+    assert flops == 2 * weights * 3 + 4 * 2 * 4 * 8 * 10 * 3  # + q.k and p.v over 4 heads
+    assert read == 4 * (weights + cache)
+    assert bench.decode_work(model, 3, 10, torch.bfloat16)[1] == 2 * (weights + cache)
+
+
+def test_the_floor_is_the_longer_of_arithmetic_and_reads():
+    assert bench.floor_seconds(2e9, 1e9, peak_gflops=100, bandwidth=10) == pytest.approx(0.1)  # reads
+    assert bench.floor_seconds(4e10, 1e9, peak_gflops=100, bandwidth=10) == pytest.approx(0.4)  # FLOPs
+
+
+def test_bandwidth_counts_the_bytes_read_and_written(monkeypatch):
+    monkeypatch.setattr(bench, "timed", lambda fn, repeat=1: fn() is not None and 0.5)
+    assert bench.bandwidth_gbs("cpu", megabytes=8) == pytest.approx(2 * 8 * 2 ** 20 / 0.5 / 1e9)
+
+
+def test_decode_clock_times_one_token_forwards_in_the_generate_phase(tiny_model_dir, monkeypatch):
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    probe = bench.DtypeProbe(model)
+    clock = bench.DecodeClock(model, probe, torch.float32)
+    ticks = iter(range(100))
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(ticks)))
+
+    def forward(rows, width):
+        ids = torch.ones(rows, width, dtype=torch.long)
+        model(input_ids=ids, attention_mask=torch.ones(rows, 6 if width == 1 else width))
+
+    forward(2, 5)  # outside the generate phase: not seen
+    with probe("generate"):
+        for rows, width in [(2, 5), (2, 1), (2, 1), (1, 1), (3, 4), (3, 1), (3, 1)]:  # two turns
+            forward(rows, width)
+    steps = clock.take()
+    # turn 1: forwards at t = 0, 1, 2 (prefill untimed) -> steps 0->1 (2 rows) and 1->2 (2 rows);
+    # turn 2 starts with a prefill, so 2->(its first decode at t = 3) is no step; 3->4 (3 rows)
+    assert [(t, bench.decode_work(model, 2, 6, torch.float32)) for t, *_ in steps[:2]] == \
+        [(1.0, bench.decode_work(model, 2, 6, torch.float32))] * 2
+    assert [s[1:] for s in steps] == [bench.decode_work(model, r, 6, torch.float32) for r in (2, 2, 3)]
+    assert clock.take() == []
+    with probe("generate"):  # generate's own loop passes no mask when there is no padding
+        cache = model(input_ids=torch.ones(2, 5, dtype=torch.long), use_cache=True).past_key_values
+        for _ in range(3):
+            model(input_ids=torch.ones(2, 1, dtype=torch.long), past_key_values=cache)
+    assert [s[1:] for s in clock.take()] == [bench.decode_work(model, 2, c, torch.float32) for c in (6, 7)]
+
+
+def test_decode_summary_is_the_mean_step_against_the_mean_floor():
+    # two steps of 30 and 10 ms; floors 10 ms (reads) and 5 ms (FLOPs) at 100 GFLOP/s, 10 GB/s
+    logs = [{"decode": [(0.03, 1e8, 1e8)]}, {"decode": [(0.01, 5e8, 1e7)]}, {}]
+    row = bench.decode_summary(logs, peak=100, bandwidth=10)
+    assert row == pytest.approx(dict(steps=2, ms=20.0, floor_ms=7.5, multiple=0.04 / 0.015))
+    assert bench.decode_summary([{}], 100, 10) is None
+
+
+def test_profile_kinds():
+    kind = {name: next(k for k, test in bench.KINDS if test(name)) for name in (
+        "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::mm", "aten::copy_", "aten::multinomial",
+        "aten::_log_softmax", "aten::add")}
+    assert list(kind.values()) == ["attention", "matmuls", "casts and copies",
+                                   "sampling and log-probs over the vocabulary",
+                                   "sampling and log-probs over the vocabulary",
+                                   "other ops (elementwise, norms, indexing, zero fills)"]
+
+
+def test_profile_prints_a_decode_step_and_an_update_micro_batch(tiny_model_dir, tokenizer, monkeypatch, capsys):
+    ids = tokenizer("Where is Paris? Answer:", add_special_tokens=False)["input_ids"]
+    monkeypatch.setattr(bench, "search_prompts", lambda tok, n, seed=0: (None, [ids] * n))
+    bench.main(["--profile", "--model", tiny_model_dir, "--batch-size", "1", "--num-generations", "2",
+                "--max-completion-length", "3", "--decode-steps", "2", "--fp32"])
+    out = capsys.readouterr().out
+    assert "in fp32: decode step" in out and "| total (under the profiler) |" in out
+    for kind, _ in bench.KINDS:
+        assert f"| {kind} |" in out
+    assert f"| {bench.OUTSIDE} |" in out

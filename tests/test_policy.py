@@ -57,9 +57,37 @@ def test_sampling_probs_equal_transformers_temperature_and_top_p():
     assert torch.allclose(got, torch.tensor([[0.625, 0.375, 0.0]]), atol=1e-6)
 
 
-def test_sampled_tokens_equal_generate_for_the_same_seed(tiny_model_dir):
-    """No row stops early here, so both draw one multinomial over the same (B, V) distribution
-    per step: with the same seed they sample the same tokens."""
+def test_draw_samples_the_given_distribution():
+    """decode.draw against its distribution: a chi-square test over 40,000 draws of rows with
+    zeros among their probabilities (df = 4 nonzero categories - 1; 16.27 is the 0.001 quantile),
+    and no token of probability 0 ever drawn."""
+    from machinery.decode import draw
+    probs = torch.tensor([0.0, 0.4, 0.0, 0.25, 0.2, 0.15, 0.0])
+    torch.manual_seed(0)
+    counts = torch.bincount(draw(probs.expand(40000, -1)), minlength=7).float()
+    assert counts[probs == 0].sum() == 0
+    expected = 40000 * probs[probs > 0]
+    chi2 = ((counts[probs > 0] - expected) ** 2 / expected).sum().item()
+    assert chi2 < 16.27, chi2
+    # rows are drawn independently, each from its own distribution
+    rows = draw(torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]))
+    assert rows.tolist() == [1, 2, 0]
+
+
+@pytest.mark.parametrize("u, token", [(0.0, 1), (1.0, 2), (1 - 2 ** -24, 2)])
+def test_draw_never_returns_a_zero_probability_token_at_the_ends(monkeypatch, u, token):
+    """u = 0 must not pick a leading zero; u at (or rounded to) the total must not run past the
+    last token or pick a trailing zero."""
+    from machinery.decode import draw
+    monkeypatch.setattr(torch, "rand_like", lambda x: torch.full_like(x, u))
+    assert draw(torch.tensor([[0.0, 0.3, 0.7, 0.0]])).tolist() == [token]
+
+
+def test_the_decode_loop_samples_as_generate_with_generates_sampler(tiny_model_dir, generate_sampler):
+    """With torch.multinomial put in place of decode.draw, the loop draws one multinomial over the
+    same (B, V) distribution per step as generate (no row stops early here): with the same seed
+    the same tokens. The loop's logits, temperature and top-p are those of generate; only the
+    sampler's use of the random numbers differs."""
     model, tok = load_model(tiny_model_dir, "cpu")
     prompts = [[11, 12, 13, 14], [21, 22], [31, 32, 33]]
     runs = []

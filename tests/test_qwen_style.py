@@ -170,8 +170,9 @@ def test_generate_and_the_decode_loop_stop_alike_and_train_no_padding(qwen_dir):
     assert tok.decode(runs[True][2]).endswith("</answer>") and len(runs[True][3]) == 12
 
 
-def test_seeded_sampling_equals_generate_on_qwen(qwen_dir):
-    """Unsteered: the same seed draws the same tokens from all 151,936 rows in both paths."""
+def test_seeded_sampling_equals_generate_on_qwen(qwen_dir, generate_sampler):
+    """Unsteered, with generate's sampler in the loop: the same seed draws the same tokens from all
+    151,936 rows in both paths."""
     model, tok = policy.load_model(qwen_dir, "cpu")
     prompts, runs = [[11, 12, 13, 14], [21, 22], [31, 32, 33]], []
     for reference in (True, False):

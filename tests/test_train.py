@@ -430,12 +430,12 @@ def test_the_signal_meter_counts_groups_without_gradient():
     assert train.signal([make("differ", a) for a in differ]) == {"groups": 1, "zero_adv_groups": 0.0}
 
 
-def test_plain_runs_the_same_step_the_plain_way(tiny_model_dir, monkeypatch):
+def test_plain_runs_the_same_step_the_plain_way(tiny_model_dir, monkeypatch, generate_sampler):
     """--plain: transformers' generate, every row through the model from its first token, and
     per-row reference and old log-probs. One seeded AT-GRPO step (K = 3, two turns, mu = 2, a
     reference) gives the same samples as the default path and the same gradients up to fp32
-    summation order. The two samplers draw the same tokens for one seed while no row stops early
-    (tests/test_policy.py), so no stop string ends a turn here."""
+    summation order. With generate's sampler in the decode loop the two draw the same tokens for
+    one seed while no row stops early (tests/test_policy.py), so no stop string ends a turn here."""
     import env_two_roles
     from config import parse_args
     # the tiny random model writes no readable moves: read one from the text, so rewards differ

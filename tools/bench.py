@@ -5,6 +5,7 @@ hold even when absolute seconds drift:
     python tools/bench.py --trl    # one GRPO step, ours and TRL's GRPOTrainer side by side
     python tools/bench.py --trl --fp32     # the same with autocast off on both sides
     python tools/bench.py --shared-prompt  # AT-GRPO update: K candidates' shared prompt run once or K times
+    python tools/bench.py --profile [--fp32]  # where a decode step and an update micro-batch spend their time
 
 --trl needs TRL, kept out of the core requirements:
     pip install -c requirements.txt -r requirements-scale.txt
@@ -42,6 +43,13 @@ reference), 6 N per token through forward + backward (update), N = the model's p
 over each distinct prompt once plus every completion token. Work done again (a prompt run for
 each of its G rows, padding) is not counted, so it shows as lost speed.
 A forward hook on the first Linear layer records the dtype each phase really computes in.
+
+The floors (--trl): a copy of 512 MB measures the memory bandwidth beside the matmul peak. A
+decode step (DecodeClock: from one one-token forward to the next, sampling included, hooked the
+same way on both sides) can take no less than max(FLOPs / peak, bytes read / bandwidth): every
+Linear weight (LM head included) read once in the compute dtype, 2 FLOPs per weight per row,
+and the keys/values of every row read once (decode_work). Each side's mean decode step is
+printed beside its floor and as a multiple of it; the update's multiple is FLOPs / peak.
 """
 import argparse
 import contextlib
@@ -104,6 +112,64 @@ def matmul_gflops(device, dtype, n=2048, repeat=10):
     a = torch.randn(n, n, device=device, dtype=dtype)
     seconds = timed(lambda: a @ a, repeat)
     return 2 * n ** 3 / seconds / 1e9
+
+
+def bandwidth_gbs(device, megabytes=512, repeat=5):
+    """Memory bandwidth: bytes read plus bytes written per second by one large copy (fp32), far
+    larger than the CPU's caches. The ceiling of a step that reads its weights and cache once."""
+    a = torch.ones(megabytes * 2 ** 20 // 4, device=device)
+    b = torch.empty_like(a)
+    seconds = timed(lambda: b.copy_(a), repeat)
+    return 2 * a.numel() * a.element_size() / seconds / 1e9
+
+
+def decode_work(model, rows, context, dtype):
+    """(FLOPs, bytes read) of one decode step of `rows` rows over `context` keys each: every Linear
+    weight read once (the LM head included; norms and the embedding rows looked up are left out),
+    2 FLOPs per weight per row, and the keys/values of every row read once by attention
+    (4 FLOPs per key per head dimension: q.k and p.v). In `dtype`'s bytes: under autocast the
+    weights are read as the bf16 copies made once per turn, and the cache holds bf16."""
+    c = model.config.get_text_config()
+    weights = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Linear) for p in m.parameters())
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
+    flops = 2 * weights * rows + 4 * c.num_hidden_layers * c.num_attention_heads * head_dim * context * rows
+    cache = 2 * c.num_hidden_layers * kv_heads * head_dim * context * rows
+    size = torch.empty((), dtype=dtype).element_size()
+    return flops, size * (weights + cache)
+
+
+def floor_seconds(flops, bytes_read, peak_gflops, bandwidth):
+    """The least time a step can take: its arithmetic at the matmul peak, or its reads at the
+    copy bandwidth, whichever is longer."""
+    return max(flops / (peak_gflops * 1e9), bytes_read / (bandwidth * 1e9))
+
+
+class DecodeClock:
+    """Times the decode steps of generation from outside the loop, the same way for both sides: a
+    pre-hook on the model's forward notes the time, rows and context of every one-token forward
+    while the probe's phase is "generate". A decode step is the time from one such forward to the
+    next within a turn (the forward, sampling the next token, the loop's bookkeeping); its work
+    (decode_work) is counted for the same rows and context."""
+
+    def __init__(self, model, probe, dtype):
+        self.model, self.probe, self.dtype, self.calls = model, probe, dtype, []
+        model.register_forward_pre_hook(self._note, with_kwargs=True)
+
+    def _note(self, module, args, kwargs):
+        if self.probe.phase != "generate":
+            return
+        ids, attn, cache = (kwargs.get(k) for k in ("input_ids", "attention_mask", "past_key_values"))
+        if ids is None or ids.shape[1] != 1 or attn is None and cache is None:
+            self.calls.append(None)  # a prefill: the next forward starts a new turn
+            return
+        context = attn.shape[1] if attn is not None else cache.get_seq_length() + 1  # generate drops an all-ones mask
+        self.calls.append((time.perf_counter(), *decode_work(module, ids.shape[0], context, self.dtype)))
+
+    def take(self):
+        """[(seconds, FLOPs, bytes)] of every decode step followed by another, since the last take."""
+        calls, self.calls = self.calls, []
+        return [(b[0] - a[0], a[1], a[2]) for a, b in zip(calls, calls[1:]) if a and b]
 
 
 def search_prompts(tok, n, seed=0):
@@ -242,6 +308,75 @@ def shared_prompt_bench(args):
         print(f"{name:<24} {seconds:6.2f} s   speed-up {base / seconds:.2f}x")
 
 
+# ---------------------------------------------------------------- where the time goes: --profile
+KINDS = (  # what a profiled aten op counts as; the first kind whose test matches
+    ("attention", lambda n: "scaled_dot_product" in n or "flash" in n),
+    ("matmuls", lambda n: n in {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"}),
+    ("casts and copies", lambda n: n in {"aten::copy_", "aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous"}),
+    ("sampling and log-probs over the vocabulary", lambda n: n in {
+        "aten::multinomial", "aten::exponential_", "aten::argmax", "aten::softmax", "aten::_softmax",
+        "aten::log_softmax", "aten::_log_softmax", "aten::_log_softmax_backward_data", "aten::div", "aten::div_",
+        "aten::cumsum", "aten::searchsorted", "aten::rand", "aten::uniform_", "aten::gather"}),
+    ("other ops (elementwise, norms, indexing, zero fills)", lambda n: True),
+)
+OUTSIDE = "Python and dispatch between the ops"
+
+
+def profiled(fn):
+    """(wall seconds, {kind: seconds}) of fn() under torch.profiler: each op's self time added to its
+    kind (KINDS), and the wall time the ops leave uncovered as OUTSIDE (profiling slows the Python
+    side, so that share is an upper bound)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - start
+    kinds = Counter()
+    for event in prof.key_averages():
+        kinds[next(k for k, test in KINDS if test(event.key))] += event.self_cpu_time_total / 1e6
+    kinds[OUTSIDE] = max(0.0, wall - sum(kinds.values()))
+    return wall, kinds
+
+
+def profile_bench(args):
+    """Where a decode step and an update micro-batch spend their time: the bench's 16 search
+    prompts (B questions x G rows), decoded for 1 token and for 1 + S tokens with the same seed
+    (the difference is S decode steps), and one micro-batch of 2 rows of one question (its prompt
+    once, forward and backward), in bf16 autocast where native (fp32 with --fp32)."""
+    model, tok = load_model(args.model, args.device)
+    bf16 = bf16_ok(args.device) and not args.fp32
+    ids = search_prompts(tok, args.batch_size, args.seed)[1]
+    prompts = [p for p in ids for _ in range(args.num_generations)]
+    decoded = []
+    counter = model.register_forward_pre_hook(
+        lambda m, a, k: decoded.append(k["input_ids"].shape[0]) if k["input_ids"].shape[1] == 1 else None,
+        with_kwargs=True)
+
+    def generate(n):
+        torch.manual_seed(0)
+        return generate_turn(model, tok, prompts, n, bf16=bf16)
+
+    generate(1 + args.decode_steps)  # warm-up
+    decoded.clear()
+    one, long = profiled(lambda: generate(1)), profiled(lambda: generate(1 + args.decode_steps))
+    counter.remove()
+    steps = len(decoded)
+    new = generate(args.max_completion_length)[:2]
+    samples = [Sample(ids=prompts[0] + n, mask=[0] * len(prompts[0]) + [1] * len(n),
+                      adv=[0.0] * len(prompts[0]) + [1.0] * len(n)) for n in new]
+    forward_backward(model, samples, 2, args.device, bf16)  # warm-up
+    update = profiled(lambda: forward_backward(model, samples, 2, args.device, bf16))
+    step = {k: (long[1][k] - one[1][k]) / steps for k in long[1]}
+    dtype = DTYPE_NAMES[compute_dtype(args.device, bf16)]
+    print(f"{args.model} on {args.device} in {dtype}: decode step = ({steps} decode forwards, "
+          f"{sum(decoded) / steps:.1f} rows on average, prompts of {min(map(len, ids))}-{max(map(len, ids))} "
+          f"tokens); update micro-batch = 2 rows of {len(prompts[0])} prompt + {max(map(len, new))} completion tokens\n")
+    print(f"| {dtype} | decode step (ms) | share | update micro-batch (ms) | share |\n|---|---|---|---|---|")
+    for kind in [k for k, _ in KINDS] + [OUTSIDE]:
+        print(f"| {kind} | {1e3 * step[kind]:.1f} | {100 * step[kind] / sum(step.values()):.0f} % "
+              f"| {1e3 * update[1][kind]:.0f} | {100 * update[1][kind] / update[0]:.0f} % |")
+    print(f"| total (under the profiler) | {1e3 * (long[0] - one[0]) / steps:.1f} | 100 % | {1e3 * update[0]:.0f} | 100 % |")
+
+
 # ---------------------------------------------------------------- side by side: ours
 def step_config(args, beta):
     """train.Args of the bench step (the fields policy_update reads); bf16 autocast where the
@@ -283,9 +418,11 @@ def run_ours(args, cfg, batches):
     ref = load_model(args.model, args.device)[0].requires_grad_(False) if cfg.beta > 0 else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
     probe = DtypeProbe(model, ref)
+    decode = DecodeClock(model, probe, compute_dtype(args.device, cfg.bf16))
     logs, prompts = [], []
     for k, batch in enumerate(batches):
         log, used = our_step(model, ref, tok, optimizer, batch, replace(cfg, seed=k), probe)
+        log["decode"] = decode.take()
         logs.append(log)
         prompts.append(used)
     return logs, dict(probe.seen), prompts, n_params(model)
@@ -325,8 +462,8 @@ class TRLPhases:
     """Times the phases of TRL's GRPOTrainer by wrapping its own methods (trl 1.16 names) and a
     callback for the optimizer step. Also keeps the prompt ids TRL generated from, per step."""
 
-    def __init__(self, trainer, probe, transformers):
-        self.trainer, self.probe = trainer, probe
+    def __init__(self, trainer, probe, transformers, decode):
+        self.trainer, self.probe, self.decode = trainer, probe, decode
         self.logs, self.prompts, self.log = [], [], None
         for name in ("_generate_single_turn", "_get_per_token_logps_and_entropies",
                      "_generate_and_score_completions", "compute_loss"):
@@ -341,6 +478,7 @@ class TRLPhases:
                 log = phases.log
                 log["step"] = time.perf_counter() - phases.start
                 log["update"] = log["step"] - log.pop("rollout")
+                log["decode"] = phases.decode.take()
                 phases.logs.append(log)
 
         trainer.add_callback(StepClock())
@@ -398,7 +536,8 @@ def run_trl(args, cfg, batches, texts):
                                   args=trl_config(trl, args, cfg, len(batches), out),
                                   train_dataset=datasets.Dataset.from_dict({"prompt": unique}))
         probe = DtypeProbe(trainer.model, trainer.ref_model)
-        phases = TRLPhases(trainer, probe, transformers)
+        decode = DecodeClock(trainer.model, probe, compute_dtype(args.device, cfg.bf16))
+        phases = TRLPhases(trainer, probe, transformers, decode)
         assert next(trainer.model.parameters()).dtype == torch.float32, "TRL should keep fp32 weights"
         trainer.train()
     assert not any(log["old_logp_calls"] for log in phases.logs), "TRL computed old log-probs"
@@ -406,10 +545,27 @@ def run_trl(args, cfg, batches, texts):
 
 
 # ---------------------------------------------------------------- side by side: report
+def totals(logs):
+    """The steps' counters added up (the decode steps' lists left out)."""
+    return sum((Counter({k: v for k, v in log.items() if k != "decode"}) for log in logs), Counter())
+
+
+def decode_summary(logs, peak, bandwidth):
+    """The decode steps of the timed steps: mean milliseconds, mean floor (floor_seconds of each
+    step's own work) and their ratio, the multiple of the floor."""
+    steps = [d for log in logs for d in log.get("decode", ())]
+    if not steps:
+        return None
+    seconds = sum(t for t, _, _ in steps)
+    floor = sum(floor_seconds(f, b, peak, bandwidth) for _, f, b in steps)
+    return dict(steps=len(steps), ms=1e3 * seconds / len(steps), floor_ms=1e3 * floor / len(steps),
+                multiple=seconds / floor)
+
+
 def summarize(logs, params, peak):
     """Per phase: total seconds, throughput (tokens / s) and FLOP/s of the work a step needs
     (each distinct prompt once, every completion token) as a fraction of `peak`."""
-    total = sum(logs, Counter())
+    total = totals(logs)
     needed = total["distinct_prompt"] + total["trained"]  # tokens a step must run through the model
     flops = {"generate": 2 * params * (total["distinct_prompt"] + total["generated"]),
              "reference": 2 * params * needed, "update": 6 * params * needed}
@@ -460,8 +616,8 @@ def side_by_side(args):
     batches = [ids[i:i + per_step] for i in range(0, len(ids), per_step)]
     dtype = compute_dtype(args.device, not args.fp32)
     print(f"precision: {precision_note(args)}")
-    peak = matmul_gflops(args.device, dtype)
-    print(f"{DTYPE_NAMES[dtype]} matmul peak at start: {peak:.0f} GFLOP/s")
+    peak, bandwidth = matmul_gflops(args.device, dtype), bandwidth_gbs(args.device)
+    print(f"{DTYPE_NAMES[dtype]} matmul peak at start: {peak:.0f} GFLOP/s; copy bandwidth {bandwidth:.1f} GB/s")
     results = {}
     for beta in args.betas:
         cfg = step_config(args, beta)
@@ -473,7 +629,7 @@ def side_by_side(args):
                 side_logs, dtypes[side], used[side], params = run
                 logs[side] += side_logs[args.warmup:]
                 print(f"beta {beta:g} round {r + 1} {side}: {time.perf_counter() - start:.0f} s; per step "
-                      + ", ".join(f"{k} {v:.1f}" for k, v in sorted(sum(side_logs[args.warmup:], Counter()).items())
+                      + ", ".join(f"{k} {v:.1f}" for k, v in sorted(totals(side_logs[args.warmup:]).items())
                                   if k in PHASES) + " s summed; generated tokens per step "
                       + str([log["generated"] for log in side_logs]), flush=True)
                 gc.collect()
@@ -482,9 +638,10 @@ def side_by_side(args):
         print(f"beta {beta:g}: dtype of the first Linear's output per phase: ours {dtypes['ours']}, "
               f"TRL {dtypes['trl']}")
         results[beta] = {side: logs[side] for side in ("ours", "trl")}, params
-    peak = max(peak, matmul_gflops(args.device, dtype))
-    print(f"{DTYPE_NAMES[dtype]} matmul peak (best of start and end): {peak:.0f} GFLOP/s")
-    return report(args, results, peak, DTYPE_NAMES[dtype])
+    peak, bandwidth = max(peak, matmul_gflops(args.device, dtype)), max(bandwidth, bandwidth_gbs(args.device))
+    print(f"{DTYPE_NAMES[dtype]} matmul peak (best of start and end): {peak:.0f} GFLOP/s; "
+          f"copy bandwidth {bandwidth:.1f} GB/s")
+    return report(args, results, peak, bandwidth, DTYPE_NAMES[dtype])
 
 
 def speedups(ours, trl, o_total, t_total, n):
@@ -501,10 +658,22 @@ def speedups(ours, trl, o_total, t_total, n):
     return out
 
 
-def report(args, results, peak, dtype):
+def floor_table(beta, ours, trl, update, dtype):
+    """Markdown rows: the mean decode step of each side against its floor, and the update's
+    multiple of its floor (FLOPs / matmul peak)."""
+    lines = [f"| β = {beta:g}, {dtype} | ours | TRL |", "|---|---|---|"]
+    if ours and trl:
+        lines += [f"| decode step (ms, mean of {ours['steps']} / {trl['steps']}) | {ours['ms']:.1f} | {trl['ms']:.1f} |",
+                  f"| its floor (ms) | {ours['floor_ms']:.1f} | {trl['floor_ms']:.1f} |",
+                  f"| decode step / floor | **{ours['multiple']:.2f}×** | {trl['multiple']:.2f}× |"]
+    lines.append(f"| update / floor (FLOPs / peak) | **{1 / update['ours']:.2f}×** | {1 / update['trl']:.2f}× |")
+    return "\n".join(lines)
+
+
+def report(args, results, peak, bandwidth, dtype):
     """Print the tables, measured in `dtype` ("bf16" or "fp32"); return {"peak_gflops",
-    "peak_dtype", "by_beta": {beta: speedups}} (the --json line)."""
-    summary = {"peak_gflops": peak, "peak_dtype": dtype, "by_beta": {}}
+    "peak_dtype", "bandwidth_gbs", "by_beta": {beta: speedups and floors}} (the --json line)."""
+    summary = {"peak_gflops": peak, "peak_dtype": dtype, "bandwidth_gbs": bandwidth, "by_beta": {}}
     print(f"\n{args.model} on {args.device}, computing in {dtype}: {args.batch_size} questions "
           f"x G = {args.num_generations}, at most {args.max_completion_length} new tokens, micro-batch "
           f"{args.micro_batch_size}, {args.steps} timed steps after {args.warmup} warm-up "
@@ -518,8 +687,22 @@ def report(args, results, peak, dtype):
               f"TRL {t_total['generated'] / n:.0f}; tokens through the update (prompt + completion) "
               f"ours {o_total['positions'] / n:.0f}, TRL {t_total['positions'] / n:.0f} "
               f"(padded to {t_total['padded'] / n:.0f})\n")
-        summary["by_beta"][f"{beta:g}"] = speedups(ours, trl, o_total, t_total, n)
+        floors = {side: decode_summary(logs[side], peak, bandwidth) for side in ("ours", "trl")}
+        print(floor_table(beta, floors["ours"], floors["trl"],
+                          {"ours": ours["update"]["peak"], "trl": trl["update"]["peak"]}, dtype) + "\n")
+        summary["by_beta"][f"{beta:g}"] = {**speedups(ours, trl, o_total, t_total, n),
+                                          **floor_fields(floors["ours"], floors["trl"], ours["update"]["peak"])}
     return summary
+
+
+def floor_fields(ours, trl, update_peak_fraction):
+    """The --json fields of the floors: each side's mean decode step, its floor and the multiple."""
+    out = {"update_floor_multiple": 1 / update_peak_fraction}
+    for side, row in (("", ours), ("trl_", trl)):
+        if row:
+            out.update({f"{side}decode_step_ms": row["ms"], f"{side}decode_floor_ms": row["floor_ms"],
+                        f"{side}decode_floor_multiple": row["multiple"]})
+    return out
 
 
 # ---------------------------------------------------------------- main
@@ -528,6 +711,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--trl", action="store_true", help="one GRPO step, ours and TRL side by side")
     p.add_argument("--shared-prompt", action="store_true", help="AT-GRPO groups: the prompt once vs K times")
+    p.add_argument("--profile", action="store_true", help="where a decode step and an update micro-batch spend their time")
+    p.add_argument("--decode-steps", type=int, default=16, help="--profile: decode steps profiled")
     p.add_argument("--model", default=BUNDLED)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-completion-length", type=int, default=Args.max_completion_length)
@@ -544,9 +729,10 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help="--trl: end with one JSON line of the ratios")
     p.add_argument("--fp32", action="store_true", help="--trl: autocast off on both sides (fp32 also where bf16 runs)")
     args = p.parse_args(argv)
-    if (args.json or args.fp32) and not args.trl:
-        p.error("--json and --fp32 go with --trl")
-    summary = side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else precision_bench(args)
+    if args.json and not args.trl or args.fp32 and not (args.trl or args.profile):
+        p.error("--json goes with --trl; --fp32 with --trl or --profile")
+    summary = side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else \
+        profile_bench(args) if args.profile else precision_bench(args)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory {rss:.0f} MB")
     if args.json:  # one line: ours / TRL per phase, fractions of the peak, tokens per step
