@@ -252,3 +252,9 @@ def test_profile_prints_a_decode_step_and_an_update_micro_batch(tiny_model_dir, 
     for kind, _ in bench.KINDS:
         assert f"| {kind} |" in out
     assert f"| {bench.OUTSIDE} |" in out
+
+
+def test_profile_needs_a_decode_step(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--profile", "--decode-steps", "0"])
+    assert "--decode-steps must be at least 1" in capsys.readouterr().err

@@ -164,12 +164,14 @@ class DecodeClock:
             self.calls.append(None)  # a prefill: the next forward starts a new turn
             return
         context = attn.shape[1] if attn is not None else cache.get_seq_length() + 1  # generate drops an all-ones mask
-        self.calls.append((time.perf_counter(), *decode_work(module, ids.shape[0], context, self.dtype)))
+        self.calls.append((time.perf_counter(), ids.shape[0], context))
 
     def take(self):
-        """[(seconds, FLOPs, bytes)] of every decode step followed by another, since the last take."""
+        """[(seconds, FLOPs, bytes)] of every decode step followed by another, since the last take
+        (the work is counted here, outside the timed steps)."""
         calls, self.calls = self.calls, []
-        return [(b[0] - a[0], a[1], a[2]) for a, b in zip(calls, calls[1:]) if a and b]
+        return [(b[0] - a[0], *decode_work(self.model, a[1], a[2], self.dtype))
+                for a, b in zip(calls, calls[1:]) if a and b]
 
 
 def search_prompts(tok, n, seed=0):
@@ -729,6 +731,8 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help="--trl: end with one JSON line of the ratios")
     p.add_argument("--fp32", action="store_true", help="--trl: autocast off on both sides (fp32 also where bf16 runs)")
     args = p.parse_args(argv)
+    if args.decode_steps < 1:
+        p.error("--decode-steps must be at least 1")
     if args.json and not args.trl or args.fp32 and not (args.trl or args.profile):
         p.error("--json goes with --trl; --fp32 with --trl or --profile")
     summary = side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else \
