@@ -154,7 +154,7 @@ def policy_update_fast(model, optimizer, samples, args):
             ids, attn, mask, adv = pad_batch(chunk, device)
             mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
             with autocast(device, args.bf16):
-                logp = token_logprobs(model, ids, attn, args.temperature, prompt, mask if prompt else None)
+                logp = token_logprobs(model, ids, attn, args.temperature, prompt, mask)
             accumulate(totals, logp, chunk, mask, adv, n_tokens, len(samples), args)
         if prompt:
             prompt.backward()

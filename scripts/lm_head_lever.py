@@ -25,12 +25,12 @@ from tools import bench  # noqa: E402
 from train import Args  # noqa: E402
 
 
+token_logprobs = loss.token_logprobs
+
+
 def everywhere(model, ids, attn, temperature, prompt=None, trained=None):
     """token_logprobs as before this lever: the LM head over every position after the prompt."""
     return token_logprobs(model, ids, attn, temperature, prompt)
-
-
-token_logprobs = loss.token_logprobs
 
 
 def update(model, samples, bf16, variant):

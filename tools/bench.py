@@ -53,6 +53,7 @@ printed beside its floor and as a multiple of it; the update's multiple is FLOPs
 """
 import argparse
 import contextlib
+import functools
 import gc
 import json
 import random
@@ -123,6 +124,12 @@ def bandwidth_gbs(device, megabytes=512, repeat=5):
     return 2 * a.numel() * a.element_size() / seconds / 1e9
 
 
+@functools.lru_cache(maxsize=4)
+def linear_weights(model):
+    """The number of Linear weights (and biases) of a model, counted once per model."""
+    return sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Linear) for p in m.parameters())
+
+
 def decode_work(model, rows, context, dtype):
     """(FLOPs, bytes read) of one decode step of `rows` rows over `context` keys each: every Linear
     weight read once (the LM head included; norms and the embedding rows looked up are left out),
@@ -130,7 +137,7 @@ def decode_work(model, rows, context, dtype):
     (4 FLOPs per key per head dimension: q.k and p.v). In `dtype`'s bytes: under autocast the
     weights are read as the bf16 copies made once per turn, and the cache holds bf16."""
     c = model.config.get_text_config()
-    weights = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Linear) for p in m.parameters())
+    weights = linear_weights(model)
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
     flops = 2 * weights * rows + 4 * c.num_hidden_layers * c.num_attention_heads * head_dim * context * rows
