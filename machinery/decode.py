@@ -164,13 +164,29 @@ class TurnLayer(DynamicLayer):
         self.keys, self.values = self.key_buffer[:, :, :self.length], self.value_buffer[:, :, :self.length]
 
 
+def full_attention(config):
+    """Whether every layer attends to all earlier tokens (Llama, Qwen2, ...), none to a sliding window."""
+    return set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"]) == {"full_attention"}
+
+
 def turn_cache(config, capacity):
-    """TurnLayer for every layer of a model whose layers all attend fully (Llama, Qwen2, ...);
-    None (transformers' own cache) for sliding-window or other layer kinds."""
-    config = config.get_text_config()
-    if set(getattr(config, "layer_types", None) or ["full_attention"]) != {"full_attention"}:
+    """TurnLayer for every layer of a model whose layers all attend fully; None (transformers' own
+    cache) for sliding-window or other layer kinds."""
+    if not full_attention(config):
         return None
-    return Cache(layers=[TurnLayer(capacity) for _ in range(config.num_hidden_layers)])
+    return Cache(layers=[TurnLayer(capacity) for _ in range(config.get_text_config().num_hidden_layers)])
+
+
+def one_token_mask(model, attn):
+    """The attention mask of a one-token step. On a CPU with SDPA attention it goes as the ready
+    (rows, 1, 1, keys) boolean mask: from a 2-D mask without padding (every row of one prompt)
+    transformers builds no mask, and SDPA then runs its grouped-query attention without one, which
+    for a single query token on a CPU in bf16 is slow: 16 rows of one prompt took 184 ms a step
+    without, 92 ms with (docs/benchmarks.md). The same keys are attended either way. (Only where every layer attends fully: a ready mask
+    would override a sliding window.)"""
+    if model.device.type == "cpu" and model.config._attn_implementation == "sdpa" and full_attention(model.config):
+        return attn[:, None, None, :].bool()
+    return attn
 
 
 @torch.no_grad()
@@ -184,8 +200,9 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     decode together, a row leaving the batch when it stops. The keys/values go into buffers
     sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
     the weights are made once, not at every token. Tokens are drawn by `draw` (one random number
-    per row). `reference=True` runs transformers' `generate` instead: the same tokens for greedy
-    decoding, the same distribution when sampling (tests compare the two).
+    per row); on a CPU each step's mask goes ready (one_token_mask). `reference=True` runs
+    transformers' `generate` instead: the same tokens for greedy decoding, the same distribution
+    when sampling (tests compare the two).
 
     1. A checkpoint may have more embedding rows than its tokenizer has ids (Qwen2.5: 151,936 for
     151,665). Those ids are sampled like any other, as `generate` samples them, so the log-prob
@@ -223,6 +240,6 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
                 attn, pos, token, active = attn[keep], pos[keep], token[keep], [active[j] for j in going]
             attn = torch.cat([attn, attn.new_ones(len(active), 1)], 1)
             pos = pos + 1
-            logits = model(input_ids=token[:, None], attention_mask=attn, position_ids=pos[:, None],
-                           past_key_values=cache).logits[:, -1]
+            logits = model(input_ids=token[:, None], attention_mask=one_token_mask(model, attn),
+                           position_ids=pos[:, None], past_key_values=cache).logits[:, -1]
     return new

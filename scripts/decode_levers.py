@@ -2,8 +2,11 @@
 
     .venv/bin/python scripts/decode_levers.py            # bf16 autocast where native, else fp32
     .venv/bin/python scripts/decode_levers.py --fp32     # fp32 on any CPU
+    .venv/bin/python scripts/decode_levers.py --one-prompt --variants draw "draw + 4-D mask"
 
-The bench's 16 rows (2 search prompts x G = 8, as `tools/bench.py --trl` samples them) are
+The bench's 16 rows (2 search prompts x G = 8, as `tools/bench.py --trl` samples them; with
+--one-prompt 16 rows of the first prompt, so no row is padded, as in a one-question step, a
+Sokoban or Plan-Path turn whose prompts have one length, or the credit tool's continuations) are
 prefilled once per variant; then `--steps` decode steps are timed, each drawing the next token at
 temperature 1 and running the one-token forward into the turn-sized cache, as
 `machinery.decode.generate_turn` does (no row leaves, so every step has 16 rows). Each variant
@@ -16,7 +19,15 @@ in this run), and whether the variant's greedy tokens equal the first row's (32 
     draw + math SDPA     the one-token forward with torch's math attention backend
     draw + plain attn    attention for one query as matmul, softmax, matmul (bf16 only; a kernel
                          registered with transformers' AttentionInterface for this script)
-    draw + 4-D mask      the (rows, 1, 1, keys) mask passed ready, so transformers builds none
+    draw + 4-D mask      the (rows, 1, 1, keys) mask passed ready, so transformers builds none and
+                         SDPA always gets one (decode.one_token_mask: the fast path since it was
+                         measured here; without padding transformers passes no mask, and SDPA's
+                         grouped-query attention without a mask is slow on a CPU)
+    draw + static cache  every step the same shapes: transformers' StaticCache sized for the turn
+                         and a mask over all of it (zeros past the written keys), run eagerly
+    ... + torch.compile  the same forward compiled once (dynamic=False): one graph serves every
+                         step; its compile time is printed apart (a row reads "failed" where no
+                         compiler works)
 """
 import argparse
 import contextlib
@@ -27,6 +38,7 @@ import time
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.cache_utils import Cache, StaticLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
@@ -98,26 +110,95 @@ def decode_steps(model, tok, prompts, steps, bf16, variant, greedy=False):
     return seconds, tokens
 
 
+class AutocastStaticLayer(StaticLayer):
+    """transformers' StaticLayer in the autocast dtype, as decode.TurnLayer keeps it (under autocast
+    the keys leave the rotary embedding in fp32 and the values leave their projection in bf16)."""
+
+    def update(self, keys, values, *args, **kwargs):
+        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else keys.dtype
+        return super().update(keys.to(dtype), values.to(dtype), *args, **kwargs)
+
+
+STATIC = {"draw + static cache": False, "draw + static cache + torch.compile": True}
+COMPILED = {}  # the compiled forward, made once (its compile time noted beside it)
+
+
+def static_forward(model, compiled):
+    """The model's forward, or torch.compile of it with static shapes, compiled on its first call."""
+    if not compiled:
+        return model
+    if "forward" not in COMPILED:
+        COMPILED["forward"] = torch.compile(model, dynamic=False)
+    return COMPILED["forward"]
+
+
+@torch.no_grad()
+def static_steps(model, tok, prompts, steps, bf16, variant, greedy=False):
+    """decode_steps with shapes that never change: every row prefilled into static layers of the
+    turn's size, each step one token per row against the whole cache, the mask's next column set
+    to 1 in place. The first step of a compiled forward compiles it (timed apart, once)."""
+    ids, attn, pos = decode.left_padded(prompts, tok.pad_token_id, "cpu")
+    width = ids.shape[1] + steps + 1
+    mask = torch.nn.functional.pad(attn, (0, width - ids.shape[1]))
+    forward, tokens = static_forward(model, STATIC[variant]), []
+    with autocast("cpu", bf16):
+        cache = Cache(layers=[AutocastStaticLayer(max_cache_len=width) for _ in range(model.config.num_hidden_layers)])
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
+                       logits_to_keep=1).logits[:, -1]
+        pos = pos[:, -1]
+        torch.manual_seed(0)
+        start = None
+        for step in range(steps):
+            token = logits.float().argmax(-1) if greedy else decode.draw(decode.sampling_probs(logits, 1.0, 1.0))
+            tokens.append(token.tolist())
+            mask[:, ids.shape[1] + step], pos = 1, pos + 1
+            first = time.perf_counter()
+            logits = forward(input_ids=token[:, None], position_ids=pos[:, None], attention_mask=mask,
+                             past_key_values=cache).logits[:, -1]
+            if start is None:  # the first step is left out of the time (the first ever compiles)
+                if STATIC[variant]:
+                    COMPILED.setdefault("seconds", time.perf_counter() - first)
+                start = time.perf_counter()
+        seconds = (time.perf_counter() - start) / (steps - 1)
+    return seconds, tokens
+
+
+def run_variant(model, tok, prompts, steps, bf16, variant, greedy=False):
+    """(seconds a step, tokens) of one variant; (None, None) if it fails (no compiler, ...)."""
+    if variant not in STATIC:
+        return decode_steps(model, tok, prompts, steps, bf16, variant, greedy)
+    try:
+        return static_steps(model, tok, prompts, steps, bf16, variant, greedy)
+    except Exception as e:  # noqa: BLE001 - a lever that cannot run here is a row, not a crash
+        print(f"{variant}: failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+        return None, None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--fp32", action="store_true", help="autocast off (fp32) also where bf16 is native")
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--one-prompt", action="store_true", help="16 rows of one prompt: no padding")
+    p.add_argument("--variants", nargs="+", choices=[*VARIANTS, *STATIC], help="these rows only (default: all)")
     args = p.parse_args()
     bf16 = bf16_ok("cpu") and not args.fp32
     dtype = torch.bfloat16 if bf16 else torch.float32
     model, tok = load_model(BUNDLED, "cpu")
     prompts = [ids for ids in bench.search_prompts(tok, 2)[1] for _ in range(8)]
-    variants = [v for v in VARIANTS if bf16 or "plain attn" not in v]
+    prompts = prompts[:1] * 16 if args.one_prompt else prompts
+    variants = [v for v in args.variants or [*VARIANTS, *STATIC] if bf16 or "plain attn" not in v]
     peak, bandwidth = bench.matmul_gflops("cpu", dtype), bench.bandwidth_gbs("cpu")
     context = max(map(len, prompts)) + 1 + args.steps / 2  # the mean keys of a timed step
     floor = bench.floor_seconds(*bench.decode_work(model, len(prompts), context, dtype), peak, bandwidth)
-    greedy = {v: decode_steps(model, tok, prompts, 32, bf16, v, greedy=True)[1] for v in variants}
+    greedy = {v: run_variant(model, tok, prompts, 32, bf16, v, greedy=True)[1] for v in variants}
+    if "seconds" in COMPILED:
+        print(f"torch.compile: first call {COMPILED['seconds']:.0f} s (compiling)", flush=True)
     best = {v: float("inf") for v in variants}
     for r in range(args.rounds):
-        times = {v: decode_steps(model, tok, prompts, args.steps, bf16, v)[0] for v in variants}
-        best = {v: min(best[v], times[v]) for v in variants}
-        print(f"round {r + 1}: " + ", ".join(f"{v} {1e3 * s:.1f} ms" for v, s in times.items()), flush=True)
+        times = {v: run_variant(model, tok, prompts, args.steps, bf16, v)[0] for v in variants}
+        best = {v: min(best[v], times[v] or float("inf")) for v in variants}
+        print(f"round {r + 1}: " + ", ".join(f"{v} {1e3 * s:.1f} ms" for v, s in times.items() if s), flush=True)
     name = bench.DTYPE_NAMES[dtype]
     print(f"\n{name}: 16 rows, prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
           f"{args.steps} decode steps, best of {args.rounds} rounds; {name} matmul peak {peak:.0f} GFLOP/s, "
@@ -126,6 +207,9 @@ def main():
     first = variants[0]
     for v in variants:
         same = "yes" if greedy[v] == greedy[first] else "no"
+        if best[v] == float("inf"):
+            print(f"| {v} | failed | | | |")
+            continue
         print(f"| {v} | {1e3 * best[v]:.1f} | {best[v] / floor:.2f}× | {best[first] / best[v]:.2f}× | {same} |")
 
 

@@ -222,6 +222,12 @@ def test_decode_clock_times_one_token_forwards_in_the_generate_phase(tiny_model_
         for _ in range(3):
             model(input_ids=torch.ones(2, 1, dtype=torch.long), past_key_values=cache)
     assert [s[1:] for s in clock.take()] == [bench.decode_work(model, 2, c, torch.float32) for c in (6, 7)]
+    with probe("generate"):  # the decode loop's ready (rows, 1, 1, keys) mask on a CPU
+        cache = model(input_ids=torch.ones(2, 5, dtype=torch.long), use_cache=True).past_key_values
+        for keys in (6, 7, 8):
+            model(input_ids=torch.ones(2, 1, dtype=torch.long), past_key_values=cache,
+                  attention_mask=torch.ones(2, 1, 1, keys, dtype=torch.bool))
+    assert [s[1:] for s in clock.take()] == [bench.decode_work(model, 2, c, torch.float32) for c in (6, 7)]
 
 
 def test_decode_summary_is_the_mean_step_against_the_mean_floor():

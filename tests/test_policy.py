@@ -97,6 +97,41 @@ def test_the_decode_loop_samples_as_generate_with_generates_sampler(tiny_model_d
     assert runs[0] == runs[1] and all(len(r) == 12 for r in runs[1])
 
 
+def test_every_one_token_step_attends_with_a_mask_on_a_cpu(tiny_model_dir, monkeypatch):
+    """Rows of one prompt have no padding, and from a 2-D mask without padding transformers builds
+    no mask; SDPA's grouped-query attention then runs without one, which for one query token on a
+    CPU in bf16 made a step twice as slow (docs/benchmarks.md). The loop passes the mask ready
+    (decode.one_token_mask): every step's attention gets one, and the greedy tokens stay those of
+    generate (which runs without a mask) in fp32."""
+    model, tok = load_model(tiny_model_dir, "cpu")
+    prompts = [[11, 12, 13, 14]] * 3  # a group: one prompt, no padding
+    ref = generate_turn(model, tok, prompts, 8, greedy=True, bf16=False, reference=True)
+    sdpa, calls = torch.nn.functional.scaled_dot_product_attention, []
+
+    def spy(query, key, value, attn_mask=None, **kwargs):
+        calls.append((query.shape[2] < key.shape[2], attn_mask is not None))  # a step reads a longer cache
+        return sdpa(query, key, value, attn_mask=attn_mask, **kwargs)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    assert generate_turn(model, tok, prompts, 8, greedy=True, bf16=False) == ref
+    steps = [masked for step, masked in calls if step]
+    assert len(steps) == 7 * model.config.num_hidden_layers and all(steps)
+
+
+def test_no_ready_mask_where_a_layer_has_a_sliding_window():
+    """A ready 4-D mask is used as it is for every layer, so it would override a sliding window:
+    such models keep the 2-D mask (and transformers' own cache)."""
+    from types import SimpleNamespace
+    from transformers import Qwen2Config
+    from machinery.decode import one_token_mask, turn_cache
+    attn = torch.ones(2, 5, dtype=torch.long)
+    for types, ready in ((["full_attention"] * 2, True), (["sliding_attention", "full_attention"], False)):
+        config = Qwen2Config(num_hidden_layers=2, layer_types=types, use_sliding_window=not ready, sliding_window=4)
+        config._attn_implementation = "sdpa"
+        mask = one_token_mask(SimpleNamespace(device=torch.device("cpu"), config=config), attn)
+        assert mask.shape == ((2, 1, 1, 5) if ready else (2, 5))
+        assert (turn_cache(config, 8) is not None) == ready
+
+
 @pytest.mark.parametrize("bf16", [False, True])
 def test_greedy_equals_generate_on_the_bundled_model(bf16, monkeypatch):
     """Real search and Sokoban prompts of different lengths, repeated as in a group, with the

@@ -170,7 +170,8 @@ class DecodeClock:
         if ids is None or ids.shape[1] != 1 or attn is None and cache is None:
             self.calls.append(None)  # a prefill: the next forward starts a new turn
             return
-        context = attn.shape[1] if attn is not None else cache.get_seq_length() + 1  # generate drops an all-ones mask
+        # the mask's last dimension (2-D, or the decode loop's ready 4-D mask); generate drops an all-ones mask
+        context = attn.shape[-1] if attn is not None else cache.get_seq_length() + 1
         self.calls.append((time.perf_counter(), ids.shape[0], context))
 
     def take(self):
