@@ -23,8 +23,8 @@ in this run), and whether the variant's greedy tokens equal the first row's (32 
                          SDPA always gets one (decode.one_token_mask: the fast path since it was
                          measured here; without padding transformers passes no mask, and SDPA's
                          grouped-query attention without a mask is slow on a CPU)
-    draw + static cache  every step the same shapes: transformers' StaticCache sized for the turn
-                         and a mask over all of it (zeros past the written keys), run eagerly
+    draw + static cache  every step the same shapes: transformers' static cache layers sized for
+                         the turn and a mask over all of it (zeros past the written keys), eager
     ... + torch.compile  the same forward compiled once (dynamic=False): one graph serves every
                          step; its compile time is printed apart (a row reads "failed" where no
                          compiler works)
