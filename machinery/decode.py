@@ -182,8 +182,8 @@ def one_token_mask(model, attn):
     (rows, 1, 1, keys) boolean mask: from a 2-D mask without padding (every row of one prompt)
     transformers builds no mask, and SDPA then runs its grouped-query attention without one, which
     for a single query token on a CPU in bf16 is slow: 16 rows of one prompt took 184 ms a step
-    without, 92 ms with (docs/benchmarks.md). The same keys are attended either way. (Only where every layer attends fully: a ready mask
-    would override a sliding window.)"""
+    without, 92 ms with (docs/benchmarks.md). The same keys are attended either way. Only where
+    every layer attends fully: a ready mask would override a sliding window."""
     if model.device.type == "cpu" and model.config._attn_implementation == "sdpa" and full_attention(model.config):
         return attn[:, None, None, :].bool()
     return attn
