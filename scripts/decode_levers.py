@@ -6,7 +6,7 @@
 
 The bench's 16 rows (2 search prompts x G = 8, as `tools/bench.py --trl` samples them; with
 --one-prompt 16 rows of the first prompt, so no row is padded, as in a one-question step, a
-Sokoban or Plan-Path turn whose prompts have one length, or the credit tool's continuations) are
+Sokoban planner turn, whose prompts all have one length) are
 prefilled once per variant; then `--steps` decode steps are timed, each drawing the next token at
 temperature 1 and running the one-token forward into the turn-sized cache, as
 `machinery.decode.generate_turn` does (no row leaves, so every step has 16 rows). Each variant
