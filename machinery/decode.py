@@ -133,6 +133,14 @@ def token_texts(tok):
     return [tok.decode([i]) for i in range(len(tok))]
 
 
+def cache_dtype(keys):
+    """The dtype a cache holds: under autocast the autocast dtype (attention computes in it anyway;
+    the keys leave the rotary embedding in fp32, the values their projection in bf16), else the
+    keys' own."""
+    kind = keys.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else keys.dtype
+
+
 class TurnLayer(DynamicLayer):
     """One layer's keys and values for one turn, written in place into a buffer sized for the
     whole turn. transformers' default layer concatenates at every token, reallocating the whole
@@ -144,8 +152,7 @@ class TurnLayer(DynamicLayer):
         self.capacity, self.length = capacity, 0
 
     def lazy_initialization(self, keys, values):
-        kind = keys.device.type
-        self.dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else keys.dtype
+        self.dtype = cache_dtype(keys)
         self.device, self.is_initialized = keys.device, True
         self.key_buffer = keys.new_empty(*keys.shape[:2], self.capacity, keys.shape[-1], dtype=self.dtype)
         self.value_buffer = values.new_empty(*values.shape[:2], self.capacity, values.shape[-1], dtype=self.dtype)

@@ -111,11 +111,10 @@ def decode_steps(model, tok, prompts, steps, bf16, variant, greedy=False):
 
 
 class AutocastStaticLayer(StaticLayer):
-    """transformers' StaticLayer in the autocast dtype, as decode.TurnLayer keeps it (under autocast
-    the keys leave the rotary embedding in fp32 and the values leave their projection in bf16)."""
+    """transformers' StaticLayer in the dtype decode.TurnLayer keeps (decode.cache_dtype)."""
 
     def update(self, keys, values, *args, **kwargs):
-        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else keys.dtype
+        dtype = decode.cache_dtype(keys)
         return super().update(keys.to(dtype), values.to(dtype), *args, **kwargs)
 
 
