@@ -8,7 +8,9 @@ into a turn-sized cache). tests/test_policy.py and tests/test_qwen_style.py chec
 the same tokens greedy, and sample the same distribution (seed for seed where the fast path is
 given generate's sampler); docs/benchmarks.md has their speeds.
 """
+import contextlib
 import functools
+import weakref
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
@@ -134,9 +136,9 @@ def token_texts(tok):
 
 
 def cache_dtype(keys):
-    """The dtype a cache holds: under autocast the autocast dtype (attention computes in it anyway;
-    the keys leave the rotary embedding in fp32, the values their projection in bf16), else the
-    keys' own."""
+    """The dtype a cache holds (a turn's keys and values, or packed weights: packed_linear): under
+    autocast the autocast dtype (attention and the Linears compute in it anyway; the keys leave the
+    rotary embedding in fp32, the values their projection in bf16), else the tensor's own."""
     kind = keys.device.type
     return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else keys.dtype
 
@@ -196,6 +198,50 @@ def one_token_mask(model, attn):
     return attn
 
 
+# Linear weights packed once for oneDNN: oneDNN runs a bf16 Linear on a CPU either way, but
+# F.linear hands it the plain weight at every call; packed, the weight is laid out in the kernel's
+# own blocked format once. The numbers are the same bit for bit (tests/test_policy.py).
+PACKED = weakref.WeakKeyDictionary()  # nn.Linear -> (its parameters and their versions, dtype, packed weight, bias)
+
+
+def packable(model):
+    """Packing pays, and keeps the numbers, where a turn runs under bf16 autocast on a CPU whose
+    oneDNN has native bf16 kernels. fp32 Linears go to MKL, whose rounding a oneDNN kernel would
+    not keep, so fp32 turns compute as generate does."""
+    return (model.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16
+            and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def packed_linear(module, x):
+    """module(x) for a plain nn.Linear, over its weight packed for oneDNN in the dtype the turn
+    computes in (cache_dtype: bf16 under autocast). The packed copy is kept until a parameter
+    changes: an optimizer step bumps its version counter."""
+    dtype, params = cache_dtype(module.weight), [t for t in (module.weight, module.bias) if t is not None]
+    kept, kept_dtype = PACKED.get(module, ([], None))[:2]
+    if kept_dtype != dtype or len(kept) != len(params) or not all(
+            ref() is t and version == t._version for (ref, version), t in zip(kept, params)):
+        weight = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach().to(dtype))
+        bias = None if module.bias is None else module.bias.detach().to(dtype)
+        PACKED[module] = [(weakref.ref(t), t._version) for t in params], dtype, weight, bias
+    *_, weight, bias = PACKED[module]
+    return torch.ops.mkldnn._linear_pointwise(x.to(dtype), weight, bias, "none", [], "")
+
+
+@contextlib.contextmanager
+def packed_linears(model):
+    """Within the context every plain nn.Linear of the model (the LM head too) runs packed_linear,
+    where packing pays (packable: enter it inside the autocast context); elsewhere nothing changes."""
+    linears = [m for m in model.modules() if type(m) is torch.nn.Linear] if packable(model) else []
+    for m in linears:
+        m.forward = functools.partial(packed_linear, m)
+    try:
+        yield
+    finally:
+        for m in linears:
+            del m.forward
+
+
 @torch.no_grad()
 def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
                   stop_strings=(), greedy=False, bf16=True, reference=False):
@@ -206,8 +252,10 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     AT-GRPO group share theirs) and its keys/values are repeated for its rows; then all rows
     decode together, a row leaving the batch when it stops. The keys/values go into buffers
     sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
-    the weights are made once, not at every token. Tokens are drawn by `draw` (one random number
-    per row); on a CPU each step's mask goes ready (one_token_mask). `reference=True` runs
+    the weights are made once, not at every token; on a CPU with native bf16 the Linears run over
+    weights packed for oneDNN instead (packed_linears: the same numbers, kept until an optimizer
+    step changes the weights). Tokens are drawn by `draw` (one random number per row); on a CPU
+    each step's mask goes ready (one_token_mask). `reference=True` runs
     transformers' `generate` instead: the same tokens for greedy decoding, the same distribution
     when sampling (tests compare the two).
 
@@ -224,7 +272,7 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     ids, attn, pos = left_padded(unique, tok.pad_token_id, model.device)
     ends, texts, tails = end_of_turn_ids(tok, model), token_texts(tok), [""] * len(prefixes)
     new, active = [[] for _ in prefixes], list(range(len(prefixes)))
-    with autocast(str(model.device), bf16):
+    with autocast(str(model.device), bf16), packed_linears(model):
         cache = turn_cache(model.config, ids.shape[1] + max_new_tokens)
         out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
                     logits_to_keep=1)

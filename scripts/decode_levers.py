@@ -23,6 +23,12 @@ in this run), and whether the variant's greedy tokens equal the first row's (32 
                          SDPA always gets one (decode.one_token_mask: the fast path since it was
                          measured here; without padding transformers passes no mask, and SDPA's
                          grouped-query attention without a mask is slow on a CPU)
+    ... + packed Linears every Linear (the LM head too) through oneDNN over its weight packed once
+                         into the kernel's blocked layout (decode.packed_linears: the fast path
+                         since it was measured here, in bf16 only: the same numbers as F.linear,
+                         which runs oneDNN too; without native bf16 it packs nothing)
+    ... packed fp32 Linears  the same over fp32 weights (fp32 only; not kept:
+                         oneDNN's fp32 kernel rounds otherwise than MKL's, which generate uses)
     draw + static cache  every step the same shapes: transformers' static cache layers sized for
                          the turn and a mask over all of it (zeros past the written keys), eager
     ... + torch.compile  the same forward compiled once (dynamic=False): one graph serves every
@@ -76,7 +82,35 @@ VARIANTS = {  # name: (sampler, context for the forward, attention implementatio
     "draw + math SDPA": (decode.draw, lambda: sdpa_kernel(SDPBackend.MATH), "sdpa", False),
     "draw + plain attn": (decode.draw, contextlib.nullcontext, "plain_one_token", False),
     "draw + 4-D mask": (decode.draw, contextlib.nullcontext, "sdpa", True),
+    "draw + 4-D mask + packed Linears": (decode.draw, contextlib.nullcontext, "sdpa", True),
+    "draw + 4-D mask + packed fp32 Linears": (decode.draw, contextlib.nullcontext, "sdpa", True),
 }
+
+
+@contextlib.contextmanager
+def packed_fp32_linears(model):
+    """decode.packed_linears for an fp32 turn, which the fast path does not pack (decode.packable:
+    oneDNN's fp32 kernel rounds otherwise than MKL's, which F.linear and generate use in fp32)."""
+    packable, decode.packable = decode.packable, lambda model: True
+    try:
+        with decode.packed_linears(model):
+            yield
+    finally:
+        decode.packable = packable
+
+
+@torch.no_grad()
+def packing_seconds(model, bf16):
+    """Seconds to pack every Linear once (decode.packed_linears): a one-token forward with nothing
+    packed yet, less the same forward once everything is."""
+    times = []
+    with autocast("cpu", bf16), decode.packed_linears(model):
+        decode.PACKED.clear()
+        for _ in range(2):
+            start = time.perf_counter()
+            model(input_ids=torch.tensor([[1]]))
+            times.append(time.perf_counter() - start)
+    return times[0] - times[1]
 
 
 @torch.no_grad()
@@ -87,7 +121,6 @@ def decode_steps(model, tok, prompts, steps, bf16, variant, greedy=False):
     unique = list(dict.fromkeys(map(tuple, prompts)))
     row_of = torch.tensor([unique.index(tuple(p)) for p in prompts])
     ids, attn, pos = decode.left_padded(unique, tok.pad_token_id, "cpu")
-    tokens = []
     try:
         with autocast("cpu", bf16):
             cache = decode.turn_cache(model.config, ids.shape[1] + steps + 1)
@@ -96,18 +129,26 @@ def decode_steps(model, tok, prompts, steps, bf16, variant, greedy=False):
             out.past_key_values.batch_select_indices(row_of)
             logits, attn, pos = out.logits[row_of, -1], attn[row_of], pos[row_of, -1]
             torch.manual_seed(0)
-            start = time.perf_counter()
-            for _ in range(steps):
-                token = logits.float().argmax(-1) if greedy else sampler(decode.sampling_probs(logits, 1.0, 1.0))
-                tokens.append(token.tolist())
-                attn, pos = torch.cat([attn, attn.new_ones(len(prompts), 1)], 1), pos + 1
-                with context():
-                    logits = model(input_ids=token[:, None], position_ids=pos[:, None], past_key_values=cache,
-                                   attention_mask=attn[:, None, None, :].bool() if mask4 else attn).logits[:, -1]
-            seconds = (time.perf_counter() - start) / steps
+            packing = packed_fp32_linears(model) if "fp32 Linears" in variant else \
+                decode.packed_linears(model) if "packed" in variant else contextlib.nullcontext()
+            with packing:
+                seconds, tokens = timed_steps(model, cache, logits, attn, pos, steps, sampler, context, mask4, greedy)
     finally:
         model.config._attn_implementation = loaded
     return seconds, tokens
+
+
+def timed_steps(model, cache, logits, attn, pos, steps, sampler, context, mask4, greedy):
+    """decode_steps' timed loop: (seconds a step, tokens)."""
+    tokens, start = [], time.perf_counter()
+    for _ in range(steps):
+        token = logits.float().argmax(-1) if greedy else sampler(decode.sampling_probs(logits, 1.0, 1.0))
+        tokens.append(token.tolist())
+        attn, pos = torch.cat([attn, attn.new_ones(len(token), 1)], 1), pos + 1
+        with context():
+            logits = model(input_ids=token[:, None], position_ids=pos[:, None], past_key_values=cache,
+                           attention_mask=attn[:, None, None, :].bool() if mask4 else attn).logits[:, -1]
+    return (time.perf_counter() - start) / steps, tokens
 
 
 class AutocastStaticLayer(StaticLayer):
@@ -186,11 +227,15 @@ def main():
     model, tok = load_model(BUNDLED, "cpu")
     prompts = [ids for ids in bench.search_prompts(tok, 2)[1] for _ in range(8)]
     prompts = prompts[:1] * 16 if args.one_prompt else prompts
-    variants = [v for v in args.variants or [*VARIANTS, *STATIC] if bf16 or "plain attn" not in v]
+    variants = [v for v in args.variants or [*VARIANTS, *STATIC]
+                if bf16 and "fp32 Linears" not in v or not bf16 and "plain attn" not in v]
     peak, bandwidth = bench.matmul_gflops("cpu", dtype), bench.bandwidth_gbs("cpu")
     context = max(map(len, prompts)) + 1 + args.steps / 2  # the mean keys of a timed step
     floor = bench.floor_seconds(*bench.decode_work(model, len(prompts), context, dtype), peak, bandwidth)
     greedy = {v: run_variant(model, tok, prompts, 32, bf16, v, greedy=True)[1] for v in variants}
+    if bf16 and any("packed" in v for v in variants):
+        print(f"packed Linears: packing every weight takes {1e3 * packing_seconds(model, bf16):.0f} ms "
+              "(once while the weights stay the same)", flush=True)
     if "seconds" in COMPILED:
         print(f"torch.compile: first call {COMPILED['seconds']:.0f} s (compiling)", flush=True)
     best = {v: float("inf") for v in variants}

@@ -1,5 +1,6 @@
 """policy.py: sampling at a temperature and cutting a turn at its stop string, on a tiny random
 model."""
+import contextlib
 import os
 
 import pytest
@@ -130,6 +131,83 @@ def test_no_ready_mask_where_a_layer_has_a_sliding_window():
         mask = one_token_mask(SimpleNamespace(device=torch.device("cpu"), config=config), attn)
         assert mask.shape == ((2, 1, 1, 5) if ready else (2, 5))
         assert (turn_cache(config, 8) is not None) == ready
+
+
+NATIVE_BF16 = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+needs_native_bf16 = pytest.mark.skipif(not NATIVE_BF16, reason="oneDNN packs bf16 weights only on a CPU "
+                                       "with native bf16 (AVX512-BF16, AMX); elsewhere nothing is packed")
+
+
+def bf16_logits(model, packed):
+    """Logits of a padded prefill and two one-token steps under bf16 autocast, the Linears packed
+    (decode.packed_linears) or as F.linear computes them."""
+    from machinery.decode import left_padded, packed_linears, turn_cache
+    from machinery.precision import autocast
+    ids, attn, pos = left_padded([[5, 6, 7, 8, 9], [11, 12, 13]], 0, "cpu")
+    out, cache = [], turn_cache(model.config, 8)
+    with torch.no_grad(), autocast("cpu", True), packed_linears(model) if packed else contextlib.nullcontext():
+        for _ in range(3):
+            logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache).logits
+            out.append(logits)
+            ids, pos = logits[:, -1:].argmax(-1), pos[:, -1:] + 1
+            attn = torch.cat([attn, attn.new_ones(2, 1)], 1)
+        assert all(("forward" in m.__dict__) == packed for m in model.modules() if type(m) is torch.nn.Linear)
+    return out
+
+
+@needs_native_bf16
+@pytest.mark.parametrize("model_dir", ["tiny_model_dir", "qwen_base_dir"])
+def test_packed_linears_compute_what_autocast_computes(model_dir, request, monkeypatch):
+    """On a CPU with native bf16 a turn's Linears run over weights packed once for oneDNN (the LM
+    head too; Qwen2's query, key and value projections have a bias): the logits are bit for bit
+    those of F.linear under autocast, and after the turn every Linear is plain again."""
+    from conftest import force_cpu_bf16
+    from machinery import decode
+    force_cpu_bf16(monkeypatch, True)
+    model, _ = load_model(request.getfixturevalue(model_dir), "cpu")
+    with torch.no_grad():  # a random model's biases start at zero
+        for bias in (m.bias for m in model.modules() if type(m) is torch.nn.Linear and m.bias is not None):
+            bias.normal_()
+    decode.PACKED.clear()
+    packed = bf16_logits(model, packed=True)
+    assert len(decode.PACKED) == sum(type(m) is torch.nn.Linear for m in model.modules())
+    assert all(torch.equal(a, b) for a, b in zip(packed, bf16_logits(model, packed=False)))
+    assert not any("forward" in m.__dict__ for m in model.modules())
+
+
+@needs_native_bf16
+def test_packed_weights_follow_an_optimizer_step(tiny_model_dir, monkeypatch):
+    """The packed copies are kept across turns while the weights stay the same, and packed again
+    once an optimizer step has changed them: a turn after the step computes with the new weights."""
+    from conftest import force_cpu_bf16
+    from machinery import decode
+    force_cpu_bf16(monkeypatch, True)
+    model, _ = load_model(tiny_model_dir, "cpu")
+    before = bf16_logits(model, packed=True)
+    kept = {m: decode.PACKED[m][2] for m in model.modules() if type(m) is torch.nn.Linear}
+    assert all(torch.equal(a, b) for a, b in zip(before, bf16_logits(model, packed=True)))
+    assert all(decode.PACKED[m][2] is w for m, w in kept.items())  # the same weights: not packed again
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    model(torch.tensor([[5, 6, 7]])).logits.logsumexp(-1).sum().backward()
+    optimizer.step()
+    after = bf16_logits(model, packed=True)
+    assert not torch.equal(after[0], before[0])
+    assert all(torch.equal(a, b) for a, b in zip(after, bf16_logits(model, packed=False)))
+
+
+def test_nothing_is_packed_in_fp32_or_without_native_bf16(tiny_model_dir, monkeypatch):
+    """fp32 turns keep F.linear (MKL: generate's exact numbers), and so does bf16 autocast emulated
+    on a CPU without native bf16 (a laptop's AVX2), where oneDNN cannot pack bf16 weights."""
+    from machinery import decode
+    from machinery.precision import autocast
+    model, _ = load_model(tiny_model_dir, "cpu")
+    assert not decode.packable(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert decode.packable(model) == NATIVE_BF16
+        monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)  # AVX2
+        assert not decode.packable(model)
+    with autocast("cpu", False), decode.packed_linears(model):
+        assert not any("forward" in m.__dict__ for m in model.modules())
 
 
 @pytest.mark.parametrize("bf16", [False, True])

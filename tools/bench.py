@@ -16,7 +16,10 @@ there runs in fp32 (precision.bf16_ok). `python tools/bench.py` times bf16 again
 native; elsewhere it times fp32 alone and says so. `--trl --fp32` turns autocast off on both
 sides (ours: the step's bf16 field; TRL: bf16=False), so ours / TRL can be measured in fp32 also
 where bf16 runs; without it a CPU with no native bf16 already measures fp32. Every output line
-and table names the precision it was measured in.
+and table names the precision it was measured in, and --trl the vector instructions this CPU's
+kernels use ("instructions" in the --json line: AVX2 or AVX512, and whether bf16 is native; the
+variables ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 make a
+newer CPU run as the AVX2 kind, docs/benchmarks.md).
 
 `python tools/bench.py` and --trl also measure the matmul peak of this CPU/GPU (2048 x 2048), in the
 same run and in the dtype the phases compute in (a line such as "fp32 matmul peak at start:
@@ -321,7 +324,8 @@ def shared_prompt_bench(args):
 # ---------------------------------------------------------------- where the time goes: --profile
 KINDS = (  # what a profiled aten op counts as; the first kind whose test matches
     ("attention", lambda n: "scaled_dot_product" in n or "flash" in n),
-    ("matmuls", lambda n: n in {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"}),
+    ("matmuls", lambda n: n in {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
+                                       "mkldnn::_linear_pointwise"}),  # the packed Linears (decode.packed_linears)
     ("casts and copies", lambda n: n in {"aten::copy_", "aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous"}),
     ("sampling and log-probs over the vocabulary", lambda n: n in {
         "aten::multinomial", "aten::exponential_", "aten::argmax", "aten::softmax", "aten::_softmax",
@@ -614,6 +618,14 @@ def precision_note(args):
     return f"fp32 on both sides (no native bf16 on this {args.device}: training runs in fp32 too)"
 
 
+def instruction_set(device):
+    """The vector instructions torch's CPU kernels use here (AVX2, AVX512, ...; capped by the
+    ATEN_CPU_CAPABILITY and ONEDNN_MAX_CPU_ISA variables) and whether bf16 is native; on a GPU its name."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(device)
+    return f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {'yes' if bf16_ok(device) else 'no'}"
+
+
 def side_by_side(args):
     """Ours and TRL on the same steps, for each beta, alternating which side goes first."""
     import_trl()  # fail before anything slow
@@ -625,7 +637,7 @@ def side_by_side(args):
     ids = [p for p in ids for _ in range(args.num_generations)]
     batches = [ids[i:i + per_step] for i in range(0, len(ids), per_step)]
     dtype = compute_dtype(args.device, not args.fp32)
-    print(f"precision: {precision_note(args)}")
+    print(f"precision: {precision_note(args)}; instructions: {instruction_set(args.device)}")
     peak, bandwidth = matmul_gflops(args.device, dtype), bandwidth_gbs(args.device)
     print(f"{DTYPE_NAMES[dtype]} matmul peak at start: {peak:.0f} GFLOP/s; copy bandwidth {bandwidth:.1f} GB/s")
     results = {}
@@ -748,7 +760,7 @@ def main(argv=None):
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory {rss:.0f} MB")
     if args.json:  # one line: ours / TRL per phase, fractions of the peak, tokens per step
-        print(json.dumps({**summary, "peak_rss_mb": rss}))
+        print(json.dumps({**summary, "peak_rss_mb": rss, "instructions": instruction_set(args.device)}))
 
 
 if __name__ == "__main__":
