@@ -205,9 +205,10 @@ PACKED = weakref.WeakKeyDictionary()  # nn.Linear -> (its parameters and their v
 
 
 def packable(model):
-    """Packing pays, and keeps the numbers, where a turn runs under bf16 autocast on a CPU whose
-    oneDNN has native bf16 kernels. fp32 Linears go to MKL, whose rounding a oneDNN kernel would
-    not keep, so fp32 turns compute as generate does."""
+    """Whether a turn's Linears are packed: under bf16 autocast on a CPU whose oneDNN has native
+    bf16 kernels, where F.linear runs oneDNN too, so the numbers stay the same. Not in fp32: there
+    F.linear runs MKL, whose sums oneDNN's kernel adds up in another order (a decode step 1.49x
+    faster, docs/benchmarks.md, but greedy tokens could part from generate's at a near-tie)."""
     return (model.device.type == "cpu" and torch.is_autocast_enabled("cpu")
             and torch.get_autocast_dtype("cpu") == torch.bfloat16
             and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())

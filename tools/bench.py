@@ -324,8 +324,8 @@ def shared_prompt_bench(args):
 # ---------------------------------------------------------------- where the time goes: --profile
 KINDS = (  # what a profiled aten op counts as; the first kind whose test matches
     ("attention", lambda n: "scaled_dot_product" in n or "flash" in n),
-    ("matmuls", lambda n: n in {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-                                       "mkldnn::_linear_pointwise"}),  # the packed Linears (decode.packed_linears)
+    ("matmuls", lambda n: n in {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
+                                "aten::linear", "mkldnn::_linear_pointwise"}),  # the last: decode.packed_linears
     ("casts and copies", lambda n: n in {"aten::copy_", "aten::_to_copy", "aten::to", "aten::clone", "aten::contiguous"}),
     ("sampling and log-probs over the vocabulary", lambda n: n in {
         "aten::multinomial", "aten::exponential_", "aten::argmax", "aten::softmax", "aten::_softmax",
