@@ -3,7 +3,8 @@ the episodes with it; read policy.py first.
 
 Read top to bottom: where a turn ends (the same rule for every path), the plain path
 (`hf_generate_turn`: transformers' `generate`, cut at the turn's end), then the fast path
-(`generate_turn`: a decode loop that prefills each distinct prompt once and writes keys and values
+(`generate_turn`: a decode loop that prefills the start all prompts share once, then each distinct
+prompt's own tokens once, and writes keys and values
 into a turn-sized cache). tests/test_policy.py and tests/test_qwen_style.py check that the two give
 the same tokens greedy, and sample the same distribution (seed for seed where the fast path is
 given generate's sampler); docs/benchmarks.md has their speeds.
@@ -243,6 +244,17 @@ def packed_linears(model):
             del m.forward
 
 
+def shared_length(prompts):
+    """How many first tokens all of several prompts share (the system prompt, the one-shot
+    example, a question's first turns), leaving every prompt at least one token of its own; 0 for
+    a single prompt."""
+    if len(prompts) < 2:
+        return 0
+    n = min(map(len, prompts)) - 1
+    first = prompts[0]
+    return next((i for i in range(n) if any(p[i] != first[i] for p in prompts)), max(n, 0))
+
+
 @torch.no_grad()
 def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1.0,
                   stop_strings=(), greedy=False, bf16=True, reference=False):
@@ -250,7 +262,9 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     including the first end-of-turn id (end_of_turn_ids) or the token that completes a stop string.
 
     Each distinct prompt is prefilled once (the G episodes of a question, the K candidates of an
-    AT-GRPO group share theirs) and its keys/values are repeated for its rows; then all rows
+    AT-GRPO group share theirs) and its keys/values are repeated for its rows; the start that all
+    distinct prompts share (the system prompt and one-shot example of every search episode) is
+    prefilled once before them, in one row (shared_length); then all rows
     decode together, a row leaving the batch when it stops. The keys/values go into buffers
     sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
     the weights are made once, not at every token; on a CPU with native bf16 the Linears run over
@@ -270,11 +284,18 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
                                 stop_strings, greedy, bf16)
     unique = list(dict.fromkeys(map(tuple, prefixes)))
     row_of = torch.tensor([unique.index(tuple(p)) for p in prefixes], device=model.device)
-    ids, attn, pos = left_padded(unique, tok.pad_token_id, model.device)
+    shared = shared_length(unique)
+    ids, attn, pos = left_padded([u[shared:] for u in unique], tok.pad_token_id, model.device)
     ends, texts, tails = end_of_turn_ids(tok, model), token_texts(tok), [""] * len(prefixes)
     new, active = [[] for _ in prefixes], list(range(len(prefixes)))
     with autocast(str(model.device), bf16), packed_linears(model):
-        cache = turn_cache(model.config, ids.shape[1] + max_new_tokens)
+        cache = turn_cache(model.config, shared + ids.shape[1] + max_new_tokens)
+        if shared:  # the start all prompts share, once, its keys/values repeated per prompt
+            start = torch.tensor([unique[0][:shared]], device=model.device)
+            cache = model(input_ids=start, attention_mask=torch.ones_like(start), position_ids=torch.arange(
+                shared, device=model.device)[None], past_key_values=cache, logits_to_keep=1).past_key_values
+            cache.batch_select_indices(torch.zeros(len(unique), dtype=torch.long, device=model.device))
+            attn, pos = torch.cat([attn.new_ones(len(unique), shared), attn], 1), pos + shared
         out = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
                     logits_to_keep=1)
         cache = out.past_key_values

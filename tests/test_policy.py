@@ -133,6 +133,38 @@ def test_no_ready_mask_where_a_layer_has_a_sliding_window():
         assert (turn_cache(config, 8) is not None) == ready
 
 
+@pytest.mark.parametrize("prompts, n", [([[1, 2, 3, 4], [1, 2, 5]], 2), ([[1, 2], [1, 2, 3]], 1),
+                                        ([[1, 2, 3]], 0), ([[1, 2], [3, 2]], 0), ([[7], [7, 8]], 0),
+                                        ([[4, 5, 6], [4, 5, 6, 1], [4, 5, 9]], 2)])
+def test_shared_length_leaves_every_prompt_a_token_of_its_own(prompts, n):
+    from machinery.decode import shared_length
+    assert shared_length(prompts) == n
+
+
+def test_a_shared_start_is_prefilled_once_and_decodes_as_generate(tiny_model_dir, monkeypatch):
+    """Prompts that share their first tokens (the system prompt and one-shot example of every
+    search episode) prefill that start once, in one row, and then each prompt's own tokens, left-
+    padded after it: the greedy tokens are generate's in fp32, also with rows of other lengths
+    (padding between the shared start and a prompt's own tokens) and rows that stop early."""
+    model, tok = load_model(tiny_model_dir, "cpu")
+    start = list(range(100, 140))
+    prompts = [start + [5, 6, 7], start + [9], start + [5, 6, 7], start + [11, 12, 13, 14, 15]]
+    ends = set()
+    monkeypatch.setattr("machinery.decode.end_of_turn_ids", lambda tok, model: frozenset(ends))
+    ends.add(generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, reference=True)[1][-1])
+    ref = generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, reference=True)  # row 1 stops
+    calls = []
+    hook = model.register_forward_hook(lambda m, a, k, out: calls.append((k["input_ids"].shape, out.logits[:, -1])),
+                                       with_kwargs=True)
+    ours = generate_turn(model, tok, prompts, 10, greedy=True, bf16=False)
+    hook.remove()
+    assert ours == ref and len({len(r) for r in ref}) > 1
+    assert [tuple(shape) for shape, _ in calls[:2]] == [(1, 40), (3, 5)]  # the start once; each prompt's own
+    with torch.no_grad():  # the next token's logits as a prefill of the whole prompt gives them
+        whole = torch.cat([model(torch.tensor([p])).logits[:, -1] for p in prompts[:2] + prompts[3:]])
+    torch.testing.assert_close(calls[1][1], whole, rtol=0, atol=1e-5)
+
+
 NATIVE_BF16 = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 needs_native_bf16 = pytest.mark.skipif(not NATIVE_BF16, reason="oneDNN packs bf16 weights only on a CPU "
                                        "with native bf16 (AVX512-BF16, AMX); elsewhere nothing is packed")
