@@ -4,10 +4,10 @@ the episodes with it; read policy.py first.
 Read top to bottom: where a turn ends (the same rule for every path), the plain path
 (`hf_generate_turn`: transformers' `generate`, cut at the turn's end), then the fast path
 (`generate_turn`: a decode loop that prefills the start all prompts share once, then each distinct
-prompt's own tokens once, and writes keys and values
-into a turn-sized cache). tests/test_policy.py and tests/test_qwen_style.py check that the two give
-the same tokens greedy, and sample the same distribution (seed for seed where the fast path is
-given generate's sampler); docs/benchmarks.md has their speeds.
+prompt's own tokens once, and writes keys and values into a turn-sized cache).
+tests/test_policy.py and tests/test_qwen_style.py check that the two give the same tokens greedy,
+and sample the same distribution (seed for seed where the fast path is given generate's sampler);
+docs/benchmarks.md has their speeds.
 """
 import contextlib
 import functools
