@@ -137,7 +137,7 @@ def token_texts(tok):
 
 
 def cache_dtype(keys):
-    """The dtype a cache holds (a turn's keys and values, or packed weights: packed_linear): under
+    """The dtype a cache holds (a turn's keys and values, or packed weights: packed): under
     autocast the autocast dtype (attention and the Linears compute in it anyway; the keys leave the
     rotary embedding in fp32, the values their projection in bf16), else the tensor's own."""
     kind = keys.device.type
@@ -215,10 +215,10 @@ def packable(model):
             and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def packed_linear(module, x):
-    """module(x) for a plain nn.Linear, over its weight packed for oneDNN in the dtype the turn
-    computes in (cache_dtype: bf16 under autocast). The packed copy is kept until a parameter
-    changes: an optimizer step bumps its version counter."""
+def packed(module):
+    """(weight, bias) of a plain nn.Linear packed for oneDNN in the dtype the turn computes in
+    (cache_dtype: bf16 under autocast), packed again only once a parameter has changed: an
+    optimizer step bumps its version counter."""
     dtype, params = cache_dtype(module.weight), [t for t in (module.weight, module.bias) if t is not None]
     kept, kept_dtype = PACKED.get(module, ([], None))[:2]
     if kept_dtype != dtype or len(kept) != len(params) or not all(
@@ -226,17 +226,23 @@ def packed_linear(module, x):
         weight = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach().to(dtype))
         bias = None if module.bias is None else module.bias.detach().to(dtype)
         PACKED[module] = [(weakref.ref(t), t._version) for t in params], dtype, weight, bias
-    *_, weight, bias = PACKED[module]
-    return torch.ops.mkldnn._linear_pointwise(x.to(dtype), weight, bias, "none", [], "")
+    return PACKED[module][2:]
+
+
+def packed_linear(weight, bias, x):
+    """A Linear's forward over its packed weight (x in the weight's dtype, as autocast casts it)."""
+    return torch.ops.mkldnn._linear_pointwise(x.to(weight.dtype), weight, bias, "none", [], "")
 
 
 @contextlib.contextmanager
 def packed_linears(model):
-    """Within the context every plain nn.Linear of the model (the LM head too) runs packed_linear,
-    where packing pays (packable: enter it inside the autocast context); elsewhere nothing changes."""
+    """Within the context every plain nn.Linear of the model (the LM head too) runs packed_linear
+    over its packed weight, checked once here, not at every call (no weight changes within a
+    turn), where packing pays (packable: enter it inside the autocast context); elsewhere nothing
+    changes."""
     linears = [m for m in model.modules() if type(m) is torch.nn.Linear] if packable(model) else []
     for m in linears:
-        m.forward = functools.partial(packed_linear, m)
+        m.forward = functools.partial(packed_linear, *packed(m))
     try:
         yield
     finally:
