@@ -184,6 +184,32 @@ def test_decode_work_counts_every_weight_once_and_every_rows_cache(tiny_model_di
     assert bench.decode_work(model, 3, 10, torch.bfloat16)[1] == 2 * (weights + cache)
 
 
+def test_gpu_work_is_waited_for_before_each_clock_read(monkeypatch):
+    """CUDA calls return before the GPU has run them: a timing must wait for the queue (synced)
+    before reading the clock, or it measures the launch, not the work."""
+    events, now = [], iter(range(100))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: events.append("sync"))
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: events.append("clock") or next(now))
+    bench.timed(lambda: events.append("work"), repeat=2)
+    assert events == ["work", "sync", "clock", "work", "work", "sync", "clock"]
+    events.clear()
+    log = Counter()
+    with bench.clock(log, "update"):
+        events.append("work")
+    assert events == ["sync", "clock", "work", "sync", "clock"]
+
+
+def test_the_ceilings_use_sizes_that_fill_a_gpu(monkeypatch):
+    sizes = []
+    monkeypatch.setattr(bench, "timed", lambda fn, repeat=1: 1.0)
+    monkeypatch.setattr(bench.torch, "randn", lambda n, m, **k: sizes.append(n) or torch.zeros(1))
+    monkeypatch.setattr(bench.torch, "ones", lambda n, **k: sizes.append(n) or torch.zeros(1))
+    bench.matmul_gflops("cpu", torch.float32), bench.matmul_gflops("cuda", torch.float32)
+    bench.bandwidth_gbs("cpu"), bench.bandwidth_gbs("cuda")
+    assert sizes == [2048, 8192, 512 * 2 ** 18, 2048 * 2 ** 18]
+
+
 def test_the_floor_is_the_longer_of_arithmetic_and_reads():
     assert bench.floor_seconds(2e9, 1e9, peak_gflops=100, bandwidth=10) == pytest.approx(0.1)  # reads
     assert bench.floor_seconds(4e10, 1e9, peak_gflops=100, bandwidth=10) == pytest.approx(0.4)  # FLOPs

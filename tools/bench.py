@@ -21,7 +21,7 @@ kernels use ("instructions" in the --json line: AVX2 or AVX512, and whether bf16
 variables ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 make a
 newer CPU run as the AVX2 kind, docs/benchmarks.md).
 
-`python tools/bench.py` and --trl also measure the matmul peak of this CPU/GPU (2048 x 2048), in the
+`python tools/bench.py` and --trl also measure the matmul peak of this CPU/GPU (2048 x 2048; 8192 x 8192 on a GPU), in the
 same run and in the dtype the phases compute in (a line such as "fp32 matmul peak at start:
 612 GFLOP/s"); "% of peak" is relative to it, and the --json line carries peak_gflops and
 peak_dtype.
@@ -93,11 +93,20 @@ PHASES = ("generate", "reference", "update", "step")
 
 
 # ---------------------------------------------------------------- shared
+def synced():
+    """Wait for the GPU's queued work (CUDA runs asynchronously: a clock read right after a call
+    would miss the work still queued); nothing on a CPU."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def timed(fn, repeat=1):
     fn()  # warm-up
+    synced()
     start = time.perf_counter()
     for _ in range(repeat):
         fn()
+    synced()
     return (time.perf_counter() - start) / repeat
 
 
@@ -110,17 +119,20 @@ def compute_dtype(device, bf16=True):
     return torch.bfloat16 if bf16 and bf16_ok(device) else torch.float32
 
 
-def matmul_gflops(device, dtype, n=2048, repeat=10):
+def matmul_gflops(device, dtype, n=None, repeat=10):
     """(n x n) @ (n x n) throughput in `dtype`: the ceiling the phases computing in that dtype
-    are compared against."""
+    are compared against (n: 2048 on a CPU, 8192 on a GPU, which a smaller product leaves idle)."""
+    n = n or (8192 if device.startswith("cuda") else 2048)
     a = torch.randn(n, n, device=device, dtype=dtype)
     seconds = timed(lambda: a @ a, repeat)
     return 2 * n ** 3 / seconds / 1e9
 
 
-def bandwidth_gbs(device, megabytes=512, repeat=5):
+def bandwidth_gbs(device, megabytes=None, repeat=5):
     """Memory bandwidth: bytes read plus bytes written per second by one large copy (fp32), far
-    larger than the CPU's caches. The ceiling of a step that reads its weights and cache once."""
+    larger than the caches (512 MB on a CPU, 2 GB on a GPU). The ceiling of a step that reads its
+    weights and cache once."""
+    megabytes = megabytes or (2048 if device.startswith("cuda") else 512)
     a = torch.ones(megabytes * 2 ** 20 // 4, device=device)
     b = torch.empty_like(a)
     seconds = timed(lambda: b.copy_(a), repeat)
@@ -233,9 +245,11 @@ class DtypeProbe:
 @contextlib.contextmanager
 def clock(log, phase, probe=None):
     """Add the seconds spent in the block to log[phase] (and tag the probe with the phase)."""
+    synced()
     start = time.perf_counter()
     with probe(phase) if probe else contextlib.nullcontext():
         yield
+    synced()
     log[phase] += time.perf_counter() - start
 
 
@@ -486,9 +500,11 @@ class TRLPhases:
 
         class StepClock(transformers.TrainerCallback):
             def on_step_begin(self, *_, **__):
+                synced()
                 phases.log, phases.start = Counter(), time.perf_counter()
 
             def on_step_end(self, *_, **__):
+                synced()
                 log = phases.log
                 log["step"] = time.perf_counter() - phases.start
                 log["update"] = log["step"] - log.pop("rollout")

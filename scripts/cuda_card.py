@@ -1,0 +1,198 @@
+"""The card's command on one CUDA GPU, offline: a Qwen2.5-0.5B-shaped random model, timed.
+
+    python scripts/cuda_card.py --smollm DIR --out DIR      # on a CUDA machine (minutes)
+    .venv/bin/python scripts/cuda_card.py --tiny             # a CPU rehearsal: tiny shape, few tokens
+
+No hub weights: Qwen2.5-0.5B's published shape with random weights and the test suite's
+Qwen2.5-style tokenizer (tests/qwen_style.py, built from SmolLM2's tokenizer.json: --smollm, by
+default the bundled model's). A random model rarely ends a turn, so every turn runs its full 256
+tokens: the slowest case. Four sections, each timed, each failing on its own:
+
+1. decode: 64 rows (8 search prompts x G = 8) of 256 new tokens, our decode loop
+   (machinery/decode.generate_turn) against transformers' `generate` (reference=True), greedy in
+   bf16 and in fp32 (rows with identical tokens counted) and sampled at T = 0.9; each decode step
+   against its floor (bench.decode_work over the measured bf16 matmul peak and copy bandwidth);
+2. the card's step: `train.py` with the README's GPU settings for 3 steps: seconds per phase, peak
+   GPU memory (allocated and reserved), the final checkpoint's save;
+3. `tools/bench.py --trl --json --betas 0` at the card's settings (needs TRL);
+4. `generate` over a static cache, which transformers compiles on a GPU (mode "reduce-overhead":
+   CUDA graphs), against eager `generate`, greedy, on bf16 weights: the compile, the time after
+   it, and whether the tokens agree.
+
+Writes card.json (every number) and bench.txt under --out.
+"""
+import argparse
+import contextlib
+import gc
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+from types import SimpleNamespace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "scripts")]
+import torch  # noqa: E402
+
+import qwen_style  # noqa: E402
+import train  # noqa: E402
+from machinery.decode import generate_turn  # noqa: E402
+from machinery.precision import bf16_ok  # noqa: E402
+from policy import load_model  # noqa: E402
+from qwen_shaped_smoke import CARD, SHAPES  # noqa: E402
+from tools import bench  # noqa: E402
+
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+
+
+def settings(tiny):
+    """Questions, G, new tokens a turn and train steps: the card's, or a CPU rehearsal's."""
+    return SimpleNamespace(questions=2, G=4, tokens=16, steps=1) if tiny else \
+        SimpleNamespace(questions=8, G=8, tokens=256, steps=3)
+
+
+def gb(n):
+    return round(n / 2 ** 30, 2)
+
+
+def decode_section(path, device, s, out, rounds):
+    """Our decode loop against generate, greedy (bf16, fp32) and sampled, on the same prompts."""
+    model, tok = load_model(path, device)
+    prompts = [p for p in bench.search_prompts(tok, s.questions)[1] for _ in range(s.G)]
+    peak, bandwidth = bench.matmul_gflops(device, torch.bfloat16), bench.bandwidth_gbs(device)
+    out["ceilings"] = dict(bf16_matmul_tflops=peak / 1e3, copy_bandwidth_gbs=bandwidth)
+    probe = SimpleNamespace(phase="generate")
+    clock = bench.DecodeClock(model, probe, torch.bfloat16)
+    generate_turn(model, tok, prompts, 8), generate_turn(model, tok, prompts, 8, reference=True)  # warm-up
+    tokens, rows = {}, {}
+    variants = [("ours greedy bf16", False, True, True), ("generate greedy bf16", True, True, True),
+                ("ours greedy fp32", False, True, False), ("generate greedy fp32", True, True, False),
+                ("ours sampled bf16", False, False, True), ("generate sampled bf16", True, False, True)]
+    for r in range(rounds):  # later rounds in the reverse order: a drift of the machine shows
+        for variant in variants if r % 2 == 0 else variants[::-1]:
+            tokens.update(decode_variant(model, tok, prompts, s, clock, peak, bandwidth, rows, r, *variant))
+    for kind in ("bf16", "fp32"):
+        same = sum(a == b for a, b in zip(tokens[f"ours greedy {kind}"], tokens[f"generate greedy {kind}"]))
+        out["decode_rows_identical"] = {**out.get("decode_rows_identical", {}), kind: f"{same}/{len(prompts)}"}
+    out["decode"] = rows
+    del model, clock
+    return prompts
+
+
+def decode_variant(model, tok, prompts, s, clock, peak, bandwidth, rows, r, name, reference, greedy, bf16):
+    """One timed turn of one variant; its decode steps against their floor go to rows[name]."""
+    clock.dtype = torch.bfloat16 if bf16 and bf16_ok(str(model.device)) else torch.float32
+    clock.take()
+    torch.manual_seed(0)
+    bench.synced()
+    start = time.perf_counter()
+    new = generate_turn(model, tok, prompts, s.tokens, temperature=0.9, greedy=greedy, bf16=bf16, reference=reference)
+    seconds = time.perf_counter() - start
+    floor = bench.decode_summary([{"decode": clock.take()}], peak, bandwidth)
+    row = dict(seconds=seconds, tokens=sum(map(len, new)), tok_s=sum(map(len, new)) / seconds, **(floor or {}))
+    rows[f"{name}, round {r + 1}"] = row
+    print(f"{name}, round {r + 1}: {seconds:.2f} s, {row['tokens']} tokens, {row.get('ms', 0):.1f} ms a decode step",
+          flush=True)
+    return {name: new}
+
+
+def train_section(path, device, s, work, out):
+    """The card's command for s.steps steps: per-step phases and the GPU's peak memory."""
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    history = train.main(["--model", path, *CARD, "--steps", str(s.steps), "--batch-size", str(s.questions),
+                          "--num-generations", str(s.G), "--max-completion-length", str(s.tokens),
+                          "--eval-every", "0", "--out", os.path.join(work, "run")])
+    wall = time.perf_counter() - start
+    keys = ("t_generate", "gen_tokens", "t_reference", "t_update", "tokens_per_s", "zero_adv_groups")
+    steps = [{k: line[k] for k in keys} for line in history if "t_update" in line]
+    out["train"] = dict(wall_seconds=wall, steps=steps, args=CARD + ["--batch-size", str(s.questions), "--num-generations",
+                                                                     str(s.G), "--max-completion-length", str(s.tokens)])
+    if device.startswith("cuda"):
+        out["train"].update(peak_allocated_gib=gb(torch.cuda.max_memory_allocated()),
+                            peak_reserved_gib=gb(torch.cuda.max_memory_reserved()))
+
+
+class Tee(io.StringIO):
+    """Keeps what is printed and prints it too."""
+
+    def write(self, text):
+        sys.__stdout__.write(text)
+        return super().write(text)
+
+
+def bench_section(path, device, s, folder, out):
+    """tools/bench.py --trl --json --betas 0 (in this process, so that vary_rewards holds), its output kept."""
+    argv = ["--trl", "--json", "--betas", "0", "--model", path, "--device", device, "--batch-size", str(s.questions),
+            "--num-generations", str(s.G), "--max-completion-length", str(s.tokens), "--steps", "2", "--warmup", "1"]
+    with contextlib.redirect_stdout(Tee()) as text:
+        bench.main(argv)
+    with open(os.path.join(folder, "bench.txt"), "w") as f:
+        f.write("tools/bench.py " + " ".join(argv) + "\n" + text.getvalue())
+    out["bench"] = json.loads([line for line in text.getvalue().splitlines() if line.startswith("{")][-1])
+
+
+def vary_rewards():
+    """A random model's turns all score the same rewards, so every group's advantages are 0 and
+    the update skips every row (loss.policy_update_fast): its cost would go unmeasured. Here the
+    outcome reward (train.py) and the bench's reward (both sides) become the text's length in
+    thousands of characters, which differs between a group's samples: the update then runs every
+    row, as with a trained model whose samples score differently. For measuring only."""
+    import rewards
+    rewards.outcome_reward = lambda completion, answers: len(str(completion)) / 1000
+    bench.format_reward = lambda text: len(text) / 1000
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--tiny", action="store_true", help="a CPU rehearsal: tiny model, 2 x 4 rows, 16 tokens, 1 step")
+    p.add_argument("--smollm", default=None, help="folder with SmolLM2's tokenizer.json (default: the bundled model's)")
+    p.add_argument("--out", default=".", help="folder for card.json and bench.txt")
+    p.add_argument("--skip", nargs="*", default=[], choices=["decode", "train", "bench", "compiled"])
+    p.add_argument("--decode-rounds", type=int, default=1, help="decode: rounds of the variants (every other reversed)")
+    p.add_argument("--train-steps", type=int, default=None, help="train: steps (default 3; --tiny 1)")
+    p.add_argument("--same-rewards", action="store_true", help="keep the real rewards (all equal on a random model: no update runs)")
+    args = p.parse_args()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    s = settings(args.tiny)
+    s.steps = args.train_steps or s.steps
+    if not args.same_rewards:
+        vary_rewards()
+    smollm = args.smollm or __import__("policy").bundled_model_dir()
+    import transformers
+    out = dict(device=bench.instruction_set(device), torch=torch.__version__, transformers=transformers.__version__,
+               settings=vars(s), rewards="real" if args.same_rewards else "text length (vary_rewards)", seconds={})
+    os.makedirs(args.out, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        path = os.path.join(work, "model")
+        qwen_style.save_model(path, "base", smollm, max_position_embeddings=32768, **(TINY if args.tiny else SHAPES["0.5B"]))
+        prompts = None
+        sections = [("decode", lambda: decode_section(path, device, s, out, args.decode_rounds)),
+                    ("train", lambda: train_section(path, device, s, work, out)),
+                    ("bench", lambda: bench_section(path, device, s, args.out, out)),
+                    ("compiled", lambda: compiled_section(path, device, s, prompts, out))]
+        for name, run in sections:
+            if name in args.skip or name == "compiled" and prompts is None:
+                continue
+            start = time.perf_counter()
+            try:
+                result = run()
+                if name == "decode":
+                    prompts = result
+            except (Exception, SystemExit) as e:  # one section's failure leaves the others to run
+                out[f"{name}_error"] = f"{type(e).__name__}: {str(e)[-800:]}"
+                print(f"{name} failed: {out[f'{name}_error']}", flush=True)
+            out["seconds"][name] = time.perf_counter() - start
+            gc.collect()
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+            with open(os.path.join(args.out, "card.json"), "w") as f:
+                json.dump(out, f, indent=1)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

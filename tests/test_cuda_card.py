@@ -1,0 +1,26 @@
+"""scripts/cuda_card.py, the card's command timed on a GPU, rehearsed on a CPU (--tiny): its
+sections run, greedy tokens of our loop equal generate's in fp32, and the update really runs on a
+random model (vary_rewards), whose own rewards would leave every advantage 0."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def card(tmp_path, *flags):
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "cuda_card.py"), "--tiny", "--skip", "bench",
+                    "compiled", "--out", str(tmp_path), *flags], check=True, capture_output=True, cwd=ROOT,
+                   env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    return json.load(open(tmp_path / "card.json"))
+
+
+def test_the_card_rehearses_on_a_cpu_and_its_update_runs(tmp_path):
+    out = card(tmp_path)
+    assert not [k for k in out if k.endswith("_error")], out
+    assert set(out["seconds"]) == {"decode", "train"}
+    assert out["decode_rows_identical"]["fp32"] == "8/8"
+    assert all(row["tokens"] == 8 * 16 and row["multiple"] > 0 for row in out["decode"].values())
+    (step,) = out["train"]["steps"]
+    assert step["gen_tokens"] > 0 and step["zero_adv_groups"] < 1  # some group has advantages to train on
