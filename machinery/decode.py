@@ -199,20 +199,25 @@ def one_token_mask(model, attn):
     return attn
 
 
-# Linear weights packed once for oneDNN: oneDNN runs a bf16 Linear on a CPU either way, but
-# F.linear hands it the plain weight at every call; packed, the weight is laid out in the kernel's
-# own blocked format once. The numbers are the same bit for bit (tests/test_policy.py).
+# Linear weights packed once for oneDNN: F.linear hands a kernel the plain weight at every call;
+# packed, the weight is laid out in oneDNN's own blocked format once. In bf16 oneDNN runs the
+# Linear either way and the numbers are the same bit for bit; in fp32 F.linear runs MKL, whose
+# sums oneDNN adds up in another order (tests/test_policy.py checks both).
 PACKED = weakref.WeakKeyDictionary()  # nn.Linear -> (its parameters and their versions, dtype, packed weight, bias)
 
 
-def packable(model):
-    """Whether a turn's Linears are packed: under bf16 autocast on a CPU whose oneDNN has native
-    bf16 kernels, where F.linear runs oneDNN too, so the numbers stay the same. Not in fp32: there
-    F.linear runs MKL, whose sums oneDNN's kernel adds up in another order (a decode step 1.49x
-    faster, docs/benchmarks.md, but greedy tokens could part from generate's at a near-tie)."""
-    return (model.device.type == "cpu" and torch.is_autocast_enabled("cpu")
-            and torch.get_autocast_dtype("cpu") == torch.bfloat16
-            and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+def packable(model, greedy=False):
+    """Whether a turn's Linears are packed, on a CPU: under bf16 autocast where oneDNN has native
+    bf16 kernels (the same numbers as F.linear, which runs oneDNN there too); in fp32 for sampled
+    turns only. An fp32 sum in oneDNN's order differs from MKL's in the last bits: a greedy turn
+    could then part from `generate`'s at a near-tie, so greedy turns keep F.linear and stay
+    token-identical; a sampled turn draws from probabilities that differ by rounding, and its
+    decode step runs 1.49x faster (docs/benchmarks.md: the lever for laptops, which compute in fp32)."""
+    if model.device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    if torch.is_autocast_enabled("cpu"):
+        return torch.get_autocast_dtype("cpu") == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return not greedy and model.dtype == torch.float32
 
 
 def packed(module):
@@ -235,12 +240,12 @@ def packed_linear(weight, bias, x):
 
 
 @contextlib.contextmanager
-def packed_linears(model):
+def packed_linears(model, greedy=False):
     """Within the context every plain nn.Linear of the model (the LM head too) runs packed_linear
     over its packed weight, checked once here, not at every call (no weight changes within a
-    turn), where packing pays (packable: enter it inside the autocast context); elsewhere nothing
+    turn), where packable says so (enter it inside the autocast context); elsewhere nothing
     changes."""
-    linears = [m for m in model.modules() if type(m) is torch.nn.Linear] if packable(model) else []
+    linears = [m for m in model.modules() if type(m) is torch.nn.Linear] if packable(model, greedy) else []
     for m in linears:
         m.forward = functools.partial(packed_linear, *packed(m))
     try:
@@ -273,9 +278,9 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     prefilled once before them, in one row (shared_length); then all rows
     decode together, a row leaving the batch when it stops. The keys/values go into buffers
     sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
-    the weights are made once, not at every token; on a CPU with native bf16 the Linears run over
-    weights packed for oneDNN instead (packed_linears: the same numbers, kept until an optimizer
-    step changes the weights). Tokens are drawn by `draw` (one random number per row); on a CPU
+    the weights are made once, not at every token; on a CPU the Linears run over weights packed
+    for oneDNN instead where packable says so (with native bf16: the same numbers; in fp32 for
+    sampled turns: the same up to rounding), kept until an optimizer step changes the weights. Tokens are drawn by `draw` (one random number per row); on a CPU
     each step's mask goes ready (one_token_mask). `reference=True` runs
     transformers' `generate` instead: the same tokens for greedy decoding, the same distribution
     when sampling (tests compare the two).
@@ -294,7 +299,7 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     ids, attn, pos = left_padded([u[shared:] for u in unique], tok.pad_token_id, model.device)
     ends, texts, tails = end_of_turn_ids(tok, model), token_texts(tok), [""] * len(prefixes)
     new, active = [[] for _ in prefixes], list(range(len(prefixes)))
-    with autocast(str(model.device), bf16), packed_linears(model):
+    with autocast(str(model.device), bf16), packed_linears(model, greedy):
         cache = turn_cache(model.config, shared + ids.shape[1] + max_new_tokens)
         if shared:  # the start all prompts share, once, its keys/values repeated per prompt
             start = torch.tensor([unique[0][:shared]], device=model.device)

@@ -11,7 +11,8 @@ tokens: the slowest case. Four sections, each timed, each failing on its own:
 1. decode: 64 rows (8 search prompts x G = 8) of 256 new tokens, our decode loop
    (machinery/decode.generate_turn) against transformers' `generate` (reference=True), greedy in
    bf16 and in fp32 (rows with identical tokens counted) and sampled at T = 0.9; each decode step
-   against its floor (bench.decode_work over the measured bf16 matmul peak and copy bandwidth);
+   against its floor (bench.decode_work over the matmul peak, bf16 where native, and the copy
+   bandwidth, both measured there);
 2. the card's step: `train.py` with the README's GPU settings for 3 steps: seconds per phase, peak
    GPU memory (allocated and reserved), the final checkpoint's save;
 3. `tools/bench.py --trl --json --betas 0` at the card's settings (needs TRL);
@@ -61,8 +62,9 @@ def decode_section(path, device, s, out, rounds):
     """Our decode loop against generate, greedy (bf16, fp32) and sampled, on the same prompts."""
     model, tok = load_model(path, device)
     prompts = [p for p in bench.search_prompts(tok, s.questions)[1] for _ in range(s.G)]
-    peak, bandwidth = bench.matmul_gflops(device, torch.bfloat16), bench.bandwidth_gbs(device)
-    out["ceilings"] = dict(bf16_matmul_tflops=peak / 1e3, copy_bandwidth_gbs=bandwidth)
+    dtype = bench.compute_dtype(device)  # bf16 where native (a GPU), else fp32: emulated bf16 is slow
+    peak, bandwidth = bench.matmul_gflops(device, dtype), bench.bandwidth_gbs(device)
+    out["ceilings"] = dict(matmul_tflops=peak / 1e3, matmul_dtype=bench.DTYPE_NAMES[dtype], copy_bandwidth_gbs=bandwidth)
     probe = SimpleNamespace(phase="generate")
     clock = bench.DecodeClock(model, probe, torch.bfloat16)
     generate_turn(model, tok, prompts, 8), generate_turn(model, tok, prompts, 8, reference=True)  # warm-up

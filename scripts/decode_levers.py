@@ -24,11 +24,11 @@ in this run), and whether the variant's greedy tokens equal the first row's (32 
                          measured here; without padding transformers passes no mask, and SDPA's
                          grouped-query attention without a mask is slow on a CPU)
     ... + packed Linears every Linear (the LM head too) through oneDNN over its weight packed once
-                         into the kernel's blocked layout (decode.packed_linears: the fast path
-                         since it was measured here, in bf16 only: the same numbers as F.linear,
-                         which runs oneDNN too; without native bf16 it packs nothing)
-    ... packed fp32 Linears  the same over fp32 weights (fp32 only; not kept:
-                         oneDNN's fp32 kernel rounds otherwise than MKL's, which generate uses)
+                         into the kernel's blocked layout (decode.packed_linears, the fast path since
+                         it was measured here: in bf16 where native, the same numbers as F.linear,
+                         which runs oneDNN too; in fp32 for sampled turns, the same up to rounding,
+                         oneDNN's fp32 kernel adding up otherwise than MKL's, which generate uses;
+                         here its greedy rows are packed too, to show whether their tokens change)
     draw + static cache  every step the same shapes: transformers' static cache layers sized for
                          the turn and a mask over all of it (zeros past the written keys), eager
     ... + torch.compile  the same forward compiled once (dynamic=False): one graph serves every
@@ -83,20 +83,7 @@ VARIANTS = {  # name: (sampler, context for the forward, attention implementatio
     "draw + plain attn": (decode.draw, contextlib.nullcontext, "plain_one_token", False),
     "draw + 4-D mask": (decode.draw, contextlib.nullcontext, "sdpa", True),
     "draw + 4-D mask + packed Linears": (decode.draw, contextlib.nullcontext, "sdpa", True),
-    "draw + 4-D mask + packed fp32 Linears": (decode.draw, contextlib.nullcontext, "sdpa", True),
 }
-
-
-@contextlib.contextmanager
-def packed_fp32_linears(model):
-    """decode.packed_linears for an fp32 turn, which the fast path does not pack (decode.packable:
-    oneDNN's fp32 kernel rounds otherwise than MKL's, which F.linear and generate use in fp32)."""
-    packable, decode.packable = decode.packable, lambda model: True
-    try:
-        with decode.packed_linears(model):
-            yield
-    finally:
-        decode.packable = packable
 
 
 def packing_seconds(model, bf16):
@@ -124,8 +111,7 @@ def decode_steps(model, tok, prompts, steps, bf16, variant, greedy=False):
             out.past_key_values.batch_select_indices(row_of)
             logits, attn, pos = out.logits[row_of, -1], attn[row_of], pos[row_of, -1]
             torch.manual_seed(0)
-            packing = packed_fp32_linears(model) if "fp32 Linears" in variant else \
-                decode.packed_linears(model) if "packed" in variant else contextlib.nullcontext()
+            packing = decode.packed_linears(model) if "packed" in variant else contextlib.nullcontext()
             with packing:
                 seconds, tokens = timed_steps(model, cache, logits, attn, pos, steps, sampler, context, mask4, greedy)
     finally:
@@ -223,12 +209,12 @@ def main():
     prompts = [ids for ids in bench.search_prompts(tok, 2)[1] for _ in range(8)]
     prompts = prompts[:1] * 16 if args.one_prompt else prompts
     variants = [v for v in args.variants or [*VARIANTS, *STATIC]
-                if bf16 and "fp32 Linears" not in v or not bf16 and "plain attn" not in v]
+                if bf16 or "plain attn" not in v]
     peak, bandwidth = bench.matmul_gflops("cpu", dtype), bench.bandwidth_gbs("cpu")
     context = max(map(len, prompts)) + 1 + args.steps / 2  # the mean keys of a timed step
     floor = bench.floor_seconds(*bench.decode_work(model, len(prompts), context, dtype), peak, bandwidth)
     greedy = {v: run_variant(model, tok, prompts, 32, bf16, v, greedy=True)[1] for v in variants}
-    if bf16 and any("packed" in v for v in variants):
+    if any("packed" in v for v in variants):
         print(f"packed Linears: packing every weight takes {1e3 * packing_seconds(model, bf16):.0f} ms "
               "(once while the weights stay the same)", flush=True)
     if "seconds" in COMPILED:

@@ -170,14 +170,14 @@ needs_native_bf16 = pytest.mark.skipif(not NATIVE_BF16, reason="oneDNN packs bf1
                                        "with native bf16 (AVX512-BF16, AMX); elsewhere nothing is packed")
 
 
-def bf16_logits(model, packed):
-    """Logits of a padded prefill and two one-token steps under bf16 autocast, the Linears packed
-    (decode.packed_linears) or as F.linear computes them."""
+def turn_logits(model, packed, bf16=True):
+    """Logits of a padded prefill and two one-token steps (bf16 autocast, or fp32), the Linears
+    packed (decode.packed_linears, a sampled turn) or as F.linear computes them."""
     from machinery.decode import left_padded, packed_linears, turn_cache
     from machinery.precision import autocast
     ids, attn, pos = left_padded([[5, 6, 7, 8, 9], [11, 12, 13]], 0, "cpu")
     out, cache = [], turn_cache(model.config, 8)
-    with torch.no_grad(), autocast("cpu", True), packed_linears(model) if packed else contextlib.nullcontext():
+    with torch.no_grad(), autocast("cpu", bf16), packed_linears(model) if packed else contextlib.nullcontext():
         for _ in range(3):
             logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache).logits
             out.append(logits)
@@ -185,6 +185,12 @@ def bf16_logits(model, packed):
             attn = torch.cat([attn, attn.new_ones(2, 1)], 1)
         assert all(("forward" in m.__dict__) == packed for m in model.modules() if type(m) is torch.nn.Linear)
     return out
+
+
+def random_biases(model):
+    with torch.no_grad():  # a random model's biases start at zero
+        for bias in (m.bias for m in model.modules() if type(m) is torch.nn.Linear and m.bias is not None):
+            bias.normal_()
 
 
 @needs_native_bf16
@@ -197,13 +203,11 @@ def test_packed_linears_compute_what_autocast_computes(model_dir, request, monke
     from machinery import decode
     force_cpu_bf16(monkeypatch, True)
     model, _ = load_model(request.getfixturevalue(model_dir), "cpu")
-    with torch.no_grad():  # a random model's biases start at zero
-        for bias in (m.bias for m in model.modules() if type(m) is torch.nn.Linear and m.bias is not None):
-            bias.normal_()
+    random_biases(model)
     decode.PACKED.clear()
-    packed = bf16_logits(model, packed=True)
+    packed = turn_logits(model, packed=True)
     assert len(decode.PACKED) == sum(type(m) is torch.nn.Linear for m in model.modules())
-    assert all(torch.equal(a, b) for a, b in zip(packed, bf16_logits(model, packed=False)))
+    assert all(torch.equal(a, b) for a, b in zip(packed, turn_logits(model, packed=False)))
     assert not any("forward" in m.__dict__ for m in model.modules())
 
 
@@ -215,31 +219,60 @@ def test_packed_weights_follow_an_optimizer_step(tiny_model_dir, monkeypatch):
     from machinery import decode
     force_cpu_bf16(monkeypatch, True)
     model, _ = load_model(tiny_model_dir, "cpu")
-    before = bf16_logits(model, packed=True)
+    before = turn_logits(model, packed=True)
     kept = {m: decode.PACKED[m][2] for m in model.modules() if type(m) is torch.nn.Linear}
-    assert all(torch.equal(a, b) for a, b in zip(before, bf16_logits(model, packed=True)))
+    assert all(torch.equal(a, b) for a, b in zip(before, turn_logits(model, packed=True)))
     assert all(decode.PACKED[m][2] is w for m, w in kept.items())  # the same weights: not packed again
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     model(torch.tensor([[5, 6, 7]])).logits.logsumexp(-1).sum().backward()
     optimizer.step()
-    after = bf16_logits(model, packed=True)
+    after = turn_logits(model, packed=True)
     assert not torch.equal(after[0], before[0])
-    assert all(torch.equal(a, b) for a, b in zip(after, bf16_logits(model, packed=False)))
+    assert all(torch.equal(a, b) for a, b in zip(after, turn_logits(model, packed=False)))
 
 
-def test_nothing_is_packed_in_fp32_or_without_native_bf16(tiny_model_dir, monkeypatch):
-    """fp32 turns keep F.linear (MKL: generate's exact numbers), and so does bf16 autocast emulated
-    on a CPU without native bf16 (a laptop's AVX2), where oneDNN cannot pack bf16 weights."""
+def test_fp32_packs_sampled_turns_only_and_bf16_only_where_native(tiny_model_dir, monkeypatch):
+    """fp32: a sampled turn is packed, a greedy one keeps F.linear (MKL: generate's exact sums).
+    bf16 autocast: packed only where oneDNN has native bf16 kernels (not on a laptop's AVX2, where
+    it cannot pack bf16 weights), greedy or not. Never without oneDNN."""
     from machinery import decode
     from machinery.precision import autocast
     model, _ = load_model(tiny_model_dir, "cpu")
-    assert not decode.packable(model)
+    assert decode.packable(model) and not decode.packable(model, greedy=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert decode.packable(model) == NATIVE_BF16
+        assert decode.packable(model) == decode.packable(model, greedy=True) == NATIVE_BF16
         monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)  # AVX2
         assert not decode.packable(model)
-    with autocast("cpu", False), decode.packed_linears(model):
+    with autocast("cpu", False), decode.packed_linears(model, greedy=True):
         assert not any("forward" in m.__dict__ for m in model.modules())
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert not decode.packable(model)
+
+
+@pytest.mark.parametrize("model_dir", ["tiny_model_dir", "qwen_base_dir"])
+def test_packed_fp32_linears_compute_within_rounding(model_dir, request):
+    """A sampled fp32 turn over packed weights: the logits of F.linear up to fp32 rounding (oneDNN
+    adds up in another order than MKL), biases included."""
+    from machinery import decode
+    model, _ = load_model(request.getfixturevalue(model_dir), "cpu")
+    random_biases(model)
+    decode.PACKED.clear()
+    packed = turn_logits(model, packed=True, bf16=False)
+    assert {decode.PACKED[m][1] for m in decode.PACKED} == {torch.float32}
+    for a, b in zip(packed, turn_logits(model, packed=False, bf16=False)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_turn_packs_as_packable_says(tiny_model_dir, monkeypatch):
+    """generate_turn hands packed_linears whether the turn is greedy: in fp32 a greedy turn packs
+    nothing, a sampled one every Linear."""
+    from machinery import decode
+    model, tok = load_model(tiny_model_dir, "cpu")
+    linears = sum(type(m) is torch.nn.Linear for m in model.modules())
+    for greedy, packed in ((True, 0), (False, linears)):
+        decode.PACKED.clear()
+        decode.generate_turn(model, tok, [[5, 6, 7], [8, 9]], 3, greedy=greedy, bf16=False)
+        assert len(decode.PACKED) == packed
 
 
 @pytest.mark.parametrize("bf16", [False, True])
