@@ -212,7 +212,8 @@ def packable(model, greedy=False):
     turns only. An fp32 sum in oneDNN's order differs from MKL's in the last bits: a greedy turn
     could then part from `generate`'s at a near-tie, so greedy turns keep F.linear and stay
     token-identical; a sampled turn draws from probabilities that differ by rounding, and its
-    decode step runs 1.49x faster (docs/benchmarks.md: the lever for laptops, which compute in fp32)."""
+    decode step ran 1.18-1.49x faster (docs/benchmarks.md: the lever for laptops, which compute
+    in fp32)."""
     if model.device.type != "cpu" or not torch.backends.mkldnn.is_available():
         return False
     if torch.is_autocast_enabled("cpu"):
@@ -280,10 +281,10 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     sized for the turn (TurnLayer). One autocast context spans the loop, so the bf16 copies of
     the weights are made once, not at every token; on a CPU the Linears run over weights packed
     for oneDNN instead where packable says so (with native bf16: the same numbers; in fp32 for
-    sampled turns: the same up to rounding), kept until an optimizer step changes the weights. Tokens are drawn by `draw` (one random number per row); on a CPU
-    each step's mask goes ready (one_token_mask). `reference=True` runs
-    transformers' `generate` instead: the same tokens for greedy decoding, the same distribution
-    when sampling (tests compare the two).
+    sampled turns: the same up to rounding), kept until an optimizer step changes the weights.
+    Tokens are drawn by `draw` (one random number per row); on a CPU each step's mask goes ready
+    (one_token_mask). `reference=True` runs transformers' `generate` instead: the same tokens for
+    greedy decoding, the same distribution when sampling (tests compare the two).
 
     1. A checkpoint may have more embedding rows than its tokenizer has ids (Qwen2.5: 151,936 for
     151,665). Those ids are sampled like any other, as `generate` samples them, so the log-prob

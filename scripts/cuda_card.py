@@ -64,7 +64,8 @@ def decode_section(path, device, s, out, rounds):
     prompts = [p for p in bench.search_prompts(tok, s.questions)[1] for _ in range(s.G)]
     dtype = bench.compute_dtype(device)  # bf16 where native (a GPU), else fp32: emulated bf16 is slow
     peak, bandwidth = bench.matmul_gflops(device, dtype), bench.bandwidth_gbs(device)
-    out["ceilings"] = dict(matmul_tflops=peak / 1e3, matmul_dtype=bench.DTYPE_NAMES[dtype], copy_bandwidth_gbs=bandwidth)
+    out["ceilings"] = dict(matmul_tflops=peak / 1e3, matmul_dtype=bench.DTYPE_NAMES[dtype],
+                           copy_bandwidth_gbs=bandwidth)
     probe = SimpleNamespace(phase="generate")
     clock = bench.DecodeClock(model, probe, torch.bfloat16)
     generate_turn(model, tok, prompts, 8), generate_turn(model, tok, prompts, 8, reference=True)  # warm-up
@@ -104,15 +105,14 @@ def train_section(path, device, s, work, out):
     """The card's command for s.steps steps: per-step phases and the GPU's peak memory."""
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
+    sizes = ["--batch-size", str(s.questions), "--num-generations", str(s.G), "--max-completion-length", str(s.tokens)]
     start = time.perf_counter()
-    history = train.main(["--model", path, *CARD, "--steps", str(s.steps), "--batch-size", str(s.questions),
-                          "--num-generations", str(s.G), "--max-completion-length", str(s.tokens),
-                          "--eval-every", "0", "--out", os.path.join(work, "run")])
+    history = train.main(["--model", path, *CARD, *sizes, "--steps", str(s.steps), "--eval-every", "0",
+                          "--out", os.path.join(work, "run")])
     wall = time.perf_counter() - start
     keys = ("t_generate", "gen_tokens", "t_reference", "t_update", "tokens_per_s", "zero_adv_groups")
     steps = [{k: line[k] for k in keys} for line in history if "t_update" in line]
-    out["train"] = dict(wall_seconds=wall, steps=steps, args=CARD + ["--batch-size", str(s.questions), "--num-generations",
-                                                                     str(s.G), "--max-completion-length", str(s.tokens)])
+    out["train"] = dict(wall_seconds=wall, steps=steps, args=CARD + sizes)
     if device.startswith("cuda"):
         out["train"].update(peak_allocated_gib=gb(torch.cuda.max_memory_allocated()),
                             peak_reserved_gib=gb(torch.cuda.max_memory_reserved()))
@@ -156,7 +156,8 @@ def main():
     p.add_argument("--skip", nargs="*", default=[], choices=["decode", "train", "bench", "compiled"])
     p.add_argument("--decode-rounds", type=int, default=1, help="decode: rounds of the variants (every other reversed)")
     p.add_argument("--train-steps", type=int, default=None, help="train: steps (default 3; --tiny 1)")
-    p.add_argument("--same-rewards", action="store_true", help="keep the real rewards (all equal on a random model: no update runs)")
+    p.add_argument("--same-rewards", action="store_true",
+                   help="keep the real rewards (all equal on a random model: no update runs)")
     args = p.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     s = settings(args.tiny)
@@ -170,7 +171,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         path = os.path.join(work, "model")
-        qwen_style.save_model(path, "base", smollm, max_position_embeddings=32768, **(TINY if args.tiny else SHAPES["0.5B"]))
+        shape = TINY if args.tiny else SHAPES["0.5B"]
+        qwen_style.save_model(path, "base", smollm, max_position_embeddings=32768, **shape)
         prompts = None
         sections = [("decode", lambda: decode_section(path, device, s, out, args.decode_rounds)),
                     ("train", lambda: train_section(path, device, s, work, out)),

@@ -21,10 +21,10 @@ kernels use ("instructions" in the --json line: AVX2 or AVX512, and whether bf16
 variables ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 make a
 newer CPU run as the AVX2 kind, docs/benchmarks.md).
 
-`python tools/bench.py` and --trl also measure the matmul peak of this CPU/GPU (2048 x 2048; 8192 x 8192 on a GPU), in the
-same run and in the dtype the phases compute in (a line such as "fp32 matmul peak at start:
-612 GFLOP/s"); "% of peak" is relative to it, and the --json line carries peak_gflops and
-peak_dtype.
+`python tools/bench.py` and --trl also measure the matmul peak of this CPU/GPU (2048 x 2048 on a
+CPU, 8192 x 8192 on a GPU), in the same run and in the dtype the phases compute in (a line such as
+"fp32 matmul peak at start: 612 GFLOP/s"); "% of peak" is relative to it, and the --json line
+carries peak_gflops and peak_dtype.
 
 --trl runs the same single-turn GRPO step on both sides: the same search prompts (one-shot
 example, `<reasoning>` prefilled, as train.py builds them; identical token ids, checked),
