@@ -6,17 +6,19 @@
 No hub weights: Qwen2.5-0.5B's published shape with random weights and the test suite's
 Qwen2.5-style tokenizer (tests/qwen_style.py, built from SmolLM2's tokenizer.json: --smollm, by
 default the bundled model's). A random model rarely ends a turn, so every turn runs its full 256
-tokens: the slowest case. Four sections, each timed, each failing on its own:
+tokens: the slowest case. Five sections, each timed, each failing on its own:
 
 1. decode: 64 rows (8 search prompts x G = 8) of 256 new tokens, our decode loop
    (machinery/decode.generate_turn) against transformers' `generate` (reference=True), greedy in
    bf16 and in fp32 (rows with identical tokens counted) and sampled at T = 0.9; each decode step
    against its floor (bench.decode_work over the matmul peak, bf16 where native, and the copy
    bandwidth, both measured there);
-2. the card's step: `train.py` with the README's GPU settings for 3 steps: seconds per phase, peak
+2. after an update: our loop and `generate`, greedy bf16, before and after one AdamW step of the
+   model (on the H200 our decode steps ran 2x slower inside train.py and the bench than in 1.);
+3. the card's step: `train.py` with the README's GPU settings for 3 steps: seconds per phase, peak
    GPU memory (allocated and reserved), the final checkpoint's save;
-3. `tools/bench.py --trl --json --betas 0` at the card's settings (needs TRL);
-4. `generate` over a static cache, which transformers compiles on a GPU (mode "reduce-overhead":
+4. `tools/bench.py --trl --json --betas 0` at the card's settings (needs TRL);
+5. `generate` over a static cache, which transformers compiles on a GPU (mode "reduce-overhead":
    CUDA graphs), against eager `generate`, greedy, on bf16 weights: the compile, the time after
    it, and whether the tokens agree.
 
@@ -39,10 +41,12 @@ import torch  # noqa: E402
 
 import qwen_style  # noqa: E402
 import train  # noqa: E402
+from loss import policy_update_fast  # noqa: E402
 from machinery.decode import generate_turn  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from policy import load_model  # noqa: E402
 from qwen_shaped_smoke import CARD, SHAPES  # noqa: E402
+from sample import Sample  # noqa: E402
 from tools import bench  # noqa: E402
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -101,6 +105,32 @@ def decode_variant(model, tok, prompts, s, clock, peak, bandwidth, rows, r, name
     return {name: new}
 
 
+def after_update_section(path, device, s, prompts, out):
+    """Our loop and generate, greedy bf16, timed before and after one AdamW update of the model.
+    On the H200 our decode steps ran 2x slower inside train.py and the bench, which update the
+    model between turns, than in the bare loop (decode_section): this section tests that guess."""
+    model, tok = load_model(path, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.0)
+    rows = {}
+
+    def turn(name, reference):
+        bench.synced()
+        start = time.perf_counter()
+        new = generate_turn(model, tok, prompts, s.tokens, greedy=True, reference=reference)
+        rows[name] = dict(seconds=time.perf_counter() - start, tokens=sum(map(len, new)))
+        print(f"{name}: {rows[name]['seconds']:.2f} s", flush=True)
+        return new
+
+    generate_turn(model, tok, prompts, 8)  # warm-up
+    turn("ours, before an update", False), turn("generate, before an update", True)
+    new = turn("ours, before an update, again", False)
+    samples = [Sample(ids=p + n, mask=[0] * len(p) + [1] * len(n), adv=[0.0] * len(p) + [(-1.0) ** i] * len(n))
+               for i, (p, n) in enumerate(zip(prompts, new))]
+    policy_update_fast(model, optimizer, samples, train.Args(micro_batch_size=2, temperature=1.0, device=device))
+    turn("ours, after an update", False), turn("generate, after an update", True)
+    out["after_update"] = rows
+
+
 def train_section(path, device, s, work, out):
     """The card's command for s.steps steps: per-step phases and the GPU's peak memory."""
     if device.startswith("cuda"):
@@ -153,7 +183,7 @@ def main():
     p.add_argument("--tiny", action="store_true", help="a CPU rehearsal: tiny model, 2 x 4 rows, 16 tokens, 1 step")
     p.add_argument("--smollm", default=None, help="folder with SmolLM2's tokenizer.json (default: the bundled model's)")
     p.add_argument("--out", default=".", help="folder for card.json and bench.txt")
-    p.add_argument("--skip", nargs="*", default=[], choices=["decode", "train", "bench", "compiled"])
+    p.add_argument("--skip", nargs="*", default=[], choices=["decode", "after_update", "train", "bench", "compiled"])
     p.add_argument("--decode-rounds", type=int, default=1, help="decode: rounds of the variants (every other reversed)")
     p.add_argument("--train-steps", type=int, default=None, help="train: steps (default 3; --tiny 1)")
     p.add_argument("--same-rewards", action="store_true",
@@ -175,11 +205,12 @@ def main():
         qwen_style.save_model(path, "base", smollm, max_position_embeddings=32768, **shape)
         prompts = None
         sections = [("decode", lambda: decode_section(path, device, s, out, args.decode_rounds)),
+                    ("after_update", lambda: after_update_section(path, device, s, prompts, out)),
                     ("train", lambda: train_section(path, device, s, work, out)),
                     ("bench", lambda: bench_section(path, device, s, args.out, out)),
                     ("compiled", lambda: compiled_section(path, device, s, prompts, out))]
         for name, run in sections:
-            if name in args.skip or name == "compiled" and prompts is None:
+            if name in args.skip or name in ("after_update", "compiled") and prompts is None:
                 continue
             start = time.perf_counter()
             try:

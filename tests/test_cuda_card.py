@@ -19,7 +19,8 @@ def card(tmp_path, *flags):
 def test_the_card_rehearses_on_a_cpu_and_its_update_runs(tmp_path):
     out = card(tmp_path)
     assert not [k for k in out if k.endswith("_error")], out
-    assert set(out["seconds"]) == {"decode", "train"}
+    assert set(out["seconds"]) == {"decode", "after_update", "train"}
+    assert len(out["after_update"]) == 5 and all(r["tokens"] == 8 * 16 for r in out["after_update"].values())
     assert out["decode_rows_identical"]["fp32"] == "8/8"
     assert all(row["tokens"] == 8 * 16 and row["multiple"] > 0 for row in out["decode"].values())
     (step,) = out["train"]["steps"]
