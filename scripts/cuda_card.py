@@ -62,6 +62,14 @@ def gb(n):
     return round(n / 2 ** 30, 2)
 
 
+def timed_turn(model, tok, prompts, s, **kwargs):
+    """(seconds, new tokens) of one generate_turn of s.tokens tokens, the GPU waited for first."""
+    bench.synced()
+    start = time.perf_counter()
+    new = generate_turn(model, tok, prompts, s.tokens, **kwargs)
+    return time.perf_counter() - start, new
+
+
 def decode_section(path, device, s, out, rounds):
     """Our decode loop against generate, greedy (bf16, fp32) and sampled, on the same prompts."""
     model, tok = load_model(path, device)
@@ -78,8 +86,12 @@ def decode_section(path, device, s, out, rounds):
                 ("ours greedy fp32", False, True, False), ("generate greedy fp32", True, True, False),
                 ("ours sampled bf16", False, False, True), ("generate sampled bf16", True, False, True)]
     for r in range(rounds):  # later rounds in the reverse order: a drift of the machine shows
-        for variant in variants if r % 2 == 0 else variants[::-1]:
-            tokens.update(decode_variant(model, tok, prompts, s, clock, peak, bandwidth, rows, r, *variant))
+        for name, reference, greedy, bf16 in variants if r % 2 == 0 else variants[::-1]:
+            row, tokens[name] = decode_variant(model, tok, prompts, s, clock, (peak, bandwidth), bf16,
+                                               reference=reference, greedy=greedy)
+            rows[f"{name}, round {r + 1}"] = row
+            print(f"{name}, round {r + 1}: {row['seconds']:.2f} s, {row['tokens']} tokens, "
+                  f"{row.get('ms', 0):.1f} ms a decode step", flush=True)
     for kind in ("bf16", "fp32"):
         same = sum(a == b for a, b in zip(tokens[f"ours greedy {kind}"], tokens[f"generate greedy {kind}"]))
         out["decode_rows_identical"] = {**out.get("decode_rows_identical", {}), kind: f"{same}/{len(prompts)}"}
@@ -88,21 +100,16 @@ def decode_section(path, device, s, out, rounds):
     return prompts
 
 
-def decode_variant(model, tok, prompts, s, clock, peak, bandwidth, rows, r, name, reference, greedy, bf16):
-    """One timed turn of one variant; its decode steps against their floor go to rows[name]."""
+def decode_variant(model, tok, prompts, s, clock, ceilings, bf16, **kwargs):
+    """(row, new tokens) of one timed turn at T = 0.9: seconds, tokens, and its decode steps
+    against their floor (bench.decode_summary over the ceilings: matmul peak, copy bandwidth)."""
     clock.dtype = torch.bfloat16 if bf16 and bf16_ok(str(model.device)) else torch.float32
     clock.take()
     torch.manual_seed(0)
-    bench.synced()
-    start = time.perf_counter()
-    new = generate_turn(model, tok, prompts, s.tokens, temperature=0.9, greedy=greedy, bf16=bf16, reference=reference)
-    seconds = time.perf_counter() - start
-    floor = bench.decode_summary([{"decode": clock.take()}], peak, bandwidth)
-    row = dict(seconds=seconds, tokens=sum(map(len, new)), tok_s=sum(map(len, new)) / seconds, **(floor or {}))
-    rows[f"{name}, round {r + 1}"] = row
-    print(f"{name}, round {r + 1}: {seconds:.2f} s, {row['tokens']} tokens, {row.get('ms', 0):.1f} ms a decode step",
-          flush=True)
-    return {name: new}
+    seconds, new = timed_turn(model, tok, prompts, s, temperature=0.9, bf16=bf16, **kwargs)
+    floor = bench.decode_summary([{"decode": clock.take()}], *ceilings)
+    tokens = sum(map(len, new))
+    return dict(seconds=seconds, tokens=tokens, tok_s=tokens / seconds, **(floor or {})), new
 
 
 def after_update_section(path, device, s, prompts, out):
@@ -114,11 +121,9 @@ def after_update_section(path, device, s, prompts, out):
     rows = {}
 
     def turn(name, reference):
-        bench.synced()
-        start = time.perf_counter()
-        new = generate_turn(model, tok, prompts, s.tokens, greedy=True, reference=reference)
-        rows[name] = dict(seconds=time.perf_counter() - start, tokens=sum(map(len, new)))
-        print(f"{name}: {rows[name]['seconds']:.2f} s", flush=True)
+        seconds, new = timed_turn(model, tok, prompts, s, greedy=True, reference=reference)
+        rows[name] = dict(seconds=seconds, tokens=sum(map(len, new)))
+        print(f"{name}: {seconds:.2f} s", flush=True)
         return new
 
     generate_turn(model, tok, prompts, 8)  # warm-up

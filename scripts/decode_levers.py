@@ -208,8 +208,7 @@ def main():
     model, tok = load_model(BUNDLED, "cpu")
     prompts = [ids for ids in bench.search_prompts(tok, 2)[1] for _ in range(8)]
     prompts = prompts[:1] * 16 if args.one_prompt else prompts
-    variants = [v for v in args.variants or [*VARIANTS, *STATIC]
-                if bf16 or "plain attn" not in v]
+    variants = [v for v in args.variants or [*VARIANTS, *STATIC] if bf16 or "plain attn" not in v]
     peak, bandwidth = bench.matmul_gflops("cpu", dtype), bench.bandwidth_gbs("cpu")
     context = max(map(len, prompts)) + 1 + args.steps / 2  # the mean keys of a timed step
     floor = bench.floor_seconds(*bench.decode_work(model, len(prompts), context, dtype), peak, bandwidth)
