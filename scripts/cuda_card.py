@@ -172,6 +172,25 @@ def bench_section(path, device, s, folder, out):
     out["bench"] = json.loads([line for line in text.getvalue().splitlines() if line.startswith("{")][-1])
 
 
+def compiled_section(path, device, s, prompts, out):
+    """generate over a static cache, which transformers compiles on a GPU (CUDA graphs), against
+    eager generate, greedy. Both on bf16 weights without autocast: transformers' static cache takes
+    the dtype of the first keys it stores, fp32 under autocast (rotary embeddings), and then
+    refuses the bf16 values. Eager timed once, the static cache twice (the first call compiles)."""
+    model, tok = load_model(path, device)
+    model.to(torch.bfloat16)
+    rows, tokens = {}, {}
+    for call, cache in [("eager generate", None), ("static cache, first call (compiles)", "static"),
+                        ("static cache, second call", "static")]:
+        model.generation_config.cache_implementation = cache
+        seconds, tokens[call] = timed_turn(model, tok, prompts, s, greedy=True, bf16=False, reference=True)
+        rows[call] = dict(seconds=seconds, tokens=sum(map(len, tokens[call])))
+        print(f"bf16 weights, {call}: {seconds:.2f} s", flush=True)
+    same = sum(a == b for a, b in zip(tokens["eager generate"], tokens["static cache, second call"]))
+    rows["rows_identical_compiled_vs_eager"] = f"{same}/{len(prompts)}"
+    out["compiled_generate"] = rows
+
+
 def vary_rewards():
     """A random model's turns all score the same rewards, so every group's advantages are 0 and
     the update skips every row (loss.policy_update_fast): its cost would go unmeasured. Here the

@@ -1,6 +1,7 @@
 """scripts/cuda_card.py, the card's command timed on a GPU, rehearsed on a CPU (--tiny): its
-sections run, greedy tokens of our loop equal generate's in fp32, and the update really runs on a
-random model (vary_rewards), whose own rewards would leave every advantage 0."""
+sections run (the static-cache one too, uncompiled on a CPU), greedy tokens of our loop equal
+generate's in fp32, and the update really runs on a random model (vary_rewards), whose own
+rewards would leave every advantage 0."""
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def card(tmp_path, *flags):
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "cuda_card.py"), "--tiny", "--skip", "bench",
-                    "compiled", "--out", str(tmp_path), *flags], check=True, capture_output=True, cwd=ROOT,
+                    "--out", str(tmp_path), *flags], check=True, capture_output=True, cwd=ROOT,
                    env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     return json.load(open(tmp_path / "card.json"))
 
@@ -19,7 +20,9 @@ def card(tmp_path, *flags):
 def test_the_card_rehearses_on_a_cpu_and_its_update_runs(tmp_path):
     out = card(tmp_path)
     assert not [k for k in out if k.endswith("_error")], out
-    assert set(out["seconds"]) == {"decode", "after_update", "train"}
+    assert set(out["seconds"]) == {"decode", "after_update", "train", "compiled"}
+    assert {k for k in out["compiled_generate"] if k.startswith("static")} == {
+        "static cache, first call (compiles)", "static cache, second call"}  # on a CPU: not compiled
     assert len(out["after_update"]) == 5 and all(r["tokens"] == 8 * 16 for r in out["after_update"].values())
     assert out["decode_rows_identical"]["fp32"] == "8/8"
     assert all(row["tokens"] == 8 * 16 and row["multiple"] > 0 for row in out["decode"].values())
