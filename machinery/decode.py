@@ -14,6 +14,7 @@ import functools
 import weakref
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.cache_utils import Cache, DynamicLayer
 
 from machinery.precision import autocast
@@ -199,6 +200,19 @@ def one_token_mask(model, attn):
     return attn
 
 
+def sdpa_without_cudnn(model):
+    """On a GPU, attention without SDPA's cuDNN backend for the turn; elsewhere nothing changes.
+    cuDNN's attention builds a graph for every new shape, and in a decode loop the keys grow by
+    one at every step: on an H100 (torch 2.11, bf16) a step at key lengths not seen before took
+    64-78 ms against 19-26 ms at lengths seen before, and under the profiler the cuDNN call held
+    the host 2.5 ms each, 24 calls a step (docs/benchmarks.md). Flash attention or the
+    memory-efficient kernel (which takes the padding mask) run instead; fp32, which cuDNN's
+    attention does not compute, runs the same kernels as before."""
+    if model.device.type != "cuda":
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 # Linear weights packed once for oneDNN: F.linear hands a kernel the plain weight at every call;
 # packed, the weight is laid out in oneDNN's own blocked format once. In bf16 oneDNN runs the
 # Linear either way and the numbers are the same bit for bit; in fp32 F.linear runs MKL, whose
@@ -283,8 +297,9 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     for oneDNN instead where packable says so (with native bf16: the same numbers; in fp32 for
     sampled turns: the same up to rounding), kept until an optimizer step changes the weights.
     Tokens are drawn by `draw` (one random number per row); on a CPU each step's mask goes ready
-    (one_token_mask). `reference=True` runs transformers' `generate` instead: the same tokens for
-    greedy decoding, the same distribution when sampling (tests compare the two).
+    (one_token_mask); on a GPU attention runs without cuDNN's kernel (sdpa_without_cudnn).
+    `reference=True` runs transformers' `generate` instead: the same tokens for greedy decoding,
+    the same distribution when sampling (tests compare the two).
 
     1. A checkpoint may have more embedding rows than its tokenizer has ids (Qwen2.5: 151,936 for
     151,665). Those ids are sampled like any other, as `generate` samples them, so the log-prob
@@ -300,7 +315,7 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     ids, attn, pos = left_padded([u[shared:] for u in unique], tok.pad_token_id, model.device)
     ends, texts, tails = end_of_turn_ids(tok, model), token_texts(tok), [""] * len(prefixes)
     new, active = [[] for _ in prefixes], list(range(len(prefixes)))
-    with autocast(str(model.device), bf16), packed_linears(model, greedy):
+    with autocast(str(model.device), bf16), packed_linears(model, greedy), sdpa_without_cudnn(model):
         cache = turn_cache(model.config, shared + ids.shape[1] + max_new_tokens)
         if shared:  # the start all prompts share, once, its keys/values repeated per prompt
             start = torch.tensor([unique[0][:shared]], device=model.device)

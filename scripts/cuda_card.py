@@ -13,10 +13,10 @@ tokens: the slowest case. Five sections, each timed, each failing on its own:
    bf16 and in fp32 (rows with identical tokens counted) and sampled at T = 0.9; each decode step
    against its floor (bench.decode_work over the matmul peak, bf16 where native, and the copy
    bandwidth, both measured there);
-2. after an update: our loop and `generate`, greedy bf16, before and after one AdamW step of the
-   model (on the H200 our decode steps ran 2x slower inside train.py and the bench than in 1.);
-3. the card's step: `train.py` with the README's GPU settings for 3 steps: seconds per phase, peak
-   GPU memory (allocated and reserved), the final checkpoint's save;
+2. new lengths: turns at key lengths not seen before (new_lengths_section), our loop with and
+   without cuDNN's attention and `generate`: the cost of cuDNN's graph per new shape;
+3. the card's step: `train.py` with the README's GPU settings for 3 steps: seconds per phase, every
+   turn's decode steps, peak GPU memory (allocated and reserved), the final checkpoint's save;
 4. `tools/bench.py --trl --json --betas 0` at the card's settings (needs TRL);
 5. `generate` over a static cache, which transformers compiles on a GPU (mode "reduce-overhead":
    CUDA graphs), against eager `generate`, greedy, on bf16 weights: the compile, the time after
@@ -41,12 +41,10 @@ import torch  # noqa: E402
 
 import qwen_style  # noqa: E402
 import train  # noqa: E402
-from loss import policy_update_fast  # noqa: E402
 from machinery.decode import generate_turn  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from policy import load_model  # noqa: E402
 from qwen_shaped_smoke import CARD, SHAPES  # noqa: E402
-from sample import Sample  # noqa: E402
 from tools import bench  # noqa: E402
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
@@ -112,45 +110,97 @@ def decode_variant(model, tok, prompts, s, clock, ceilings, bf16, **kwargs):
     return dict(seconds=seconds, tokens=tokens, tok_s=tokens / seconds, **(floor or {})), new
 
 
-def after_update_section(path, device, s, prompts, out):
-    """Our loop and generate, greedy bf16, timed before and after one AdamW update of the model.
-    On the H200 our decode steps ran 2x slower inside train.py and the bench, which update the
-    model between turns, than in the bare loop (decode_section): this section tests that guess."""
+@contextlib.contextmanager
+def swapped(module, name, value):
+    """module.name is value within the context."""
+    kept = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, kept)
+
+
+def new_lengths_section(path, device, s, folder, out, turns=3):
+    """Greedy bf16 turns at key lengths not seen before in the process (the prompts one token
+    shorter at every turn), in turn: our loop as it runs on a GPU (attention without cuDNN's
+    backend: decode.sdpa_without_cudnn), our loop with cuDNN's attention allowed, and `generate`.
+    cuDNN builds a graph for every new shape; on the H100 steps at new key lengths took 64-78 ms,
+    at lengths seen before 19-26 ms. Per turn: ms a decode step and the caching allocator's device
+    allocations; a 32-token turn of our loop with cuDNN allowed under torch.profiler (host and
+    GPU) to prof_new_lengths.txt."""
+    from machinery import decode
     model, tok = load_model(path, device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.0)
-    rows = {}
-
-    def turn(name, reference):
-        seconds, new = timed_turn(model, tok, prompts, s, greedy=True, reference=reference)
-        rows[name] = dict(seconds=seconds, tokens=sum(map(len, new)))
-        print(f"{name}: {seconds:.2f} s", flush=True)
-        return new
-
-    generate_turn(model, tok, prompts, 8)  # warm-up
-    turn("ours, before an update", False), turn("generate, before an update", True)
-    new = turn("ours, before an update, again", False)
-    samples = [Sample(ids=p + n, mask=[0] * len(p) + [1] * len(n), adv=[0.0] * len(p) + [(-1.0) ** i] * len(n))
-               for i, (p, n) in enumerate(zip(prompts, new))]
-    policy_update_fast(model, optimizer, samples, train.Args(micro_batch_size=2, temperature=1.0, device=device))
-    turn("ours, after an update", False), turn("generate, after an update", True)
-    out["after_update"] = rows
+    base = [p for p in bench.search_prompts(tok, s.questions)[1] for _ in range(s.G)]
+    generate_turn(model, tok, base, 8), generate_turn(model, tok, base, 8, reference=True)  # warm-up
+    allowed = contextlib.nullcontext  # in place of decode.sdpa_without_cudnn: SDPA picks any backend
+    variants = [("ours", decode.sdpa_without_cudnn), ("ours, cuDNN attention allowed", allowed),
+                ("generate", decode.sdpa_without_cudnn)]  # generate's turn never reads it
+    rows, cut = [], 0
+    activities = [torch.profiler.ProfilerActivity.CPU] + [torch.profiler.ProfilerActivity.CUDA] * (device != "cpu")
+    with swapped(decode, "sdpa_without_cudnn", allowed), \
+            torch.profiler.profile(activities=activities) as prof:
+        cut += 1
+        timed_turn(model, tok, [p[:-cut] for p in base], SimpleNamespace(tokens=32), greedy=True)
+    with open(os.path.join(folder, "prof_new_lengths.txt"), "w") as f:
+        f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=60))
+    for turn in range(turns):
+        for name, attention in variants:
+            cut += 1
+            memory = torch.cuda.memory_stats() if device.startswith("cuda") else {}
+            with swapped(decode, "sdpa_without_cudnn", attention):
+                took, new = timed_turn(model, tok, [p[:-cut] for p in base], s, greedy=True,
+                                       reference=name == "generate")
+            row = dict(variant=name, turn=turn, ms=round(1e3 * took / max(max(map(len, new)) - 1, 1), 2))
+            if memory:
+                row["device_allocations"] = torch.cuda.memory_stats()["num_device_alloc"] - memory["num_device_alloc"]
+            rows.append(row)
+            print(f"new lengths: {row}", flush=True)
+    out["new_lengths"] = rows
 
 
 def train_section(path, device, s, work, out):
-    """The card's command for s.steps steps: per-step phases and the GPU's peak memory."""
+    """The card's command for s.steps steps: per-step phases, every turn's decode steps (timed
+    around policy.generate_turn) and the GPU's peak memory."""
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     sizes = ["--batch-size", str(s.questions), "--num-generations", str(s.G), "--max-completion-length", str(s.tokens)]
-    start = time.perf_counter()
-    history = train.main(["--model", path, *CARD, *sizes, "--steps", str(s.steps), "--eval-every", "0",
-                          "--out", os.path.join(work, "run")])
+    turns, start = [], time.perf_counter()
+    with timed_turns(turns):
+        history = train.main(["--model", path, *CARD, *sizes, "--steps", str(s.steps), "--eval-every", "0",
+                              "--out", os.path.join(work, "run")])
     wall = time.perf_counter() - start
     keys = ("t_generate", "gen_tokens", "t_reference", "t_update", "tokens_per_s", "zero_adv_groups")
     steps = [{k: line[k] for k in keys} for line in history if "t_update" in line]
-    out["train"] = dict(wall_seconds=wall, steps=steps, args=CARD + sizes)
+    out["train"] = dict(wall_seconds=wall, steps=steps, turns=turns, args=CARD + sizes)
     if device.startswith("cuda"):
         out["train"].update(peak_allocated_gib=gb(torch.cuda.max_memory_allocated()),
                             peak_reserved_gib=gb(torch.cuda.max_memory_reserved()))
+
+
+@contextlib.contextmanager
+def timed_turns(turns):
+    """Within the context every turn policy.py decodes appends (rows, longest prompt, longest new
+    turn, seconds, ms a token step) to turns."""
+    import policy
+    plain = policy.generate_turn
+
+    def timed(model, tok, prompts, *args, **kwargs):
+        bench.synced()
+        start = time.perf_counter()
+        new = generate_turn(model, tok, prompts, *args, **kwargs)
+        seconds = time.perf_counter() - start
+        longest = max(map(len, new))
+        turns.append(dict(rows=len(prompts), prompt=max(map(len, prompts)), new=longest, seconds=round(seconds, 3),
+                          ms_per_token_step=round(1e3 * seconds / max(longest, 1), 2)))
+        print(f"turn: {turns[-1]}", flush=True)
+        return new
+
+    policy.generate_turn = timed
+    try:
+        yield
+    finally:
+        policy.generate_turn = plain
 
 
 class Tee(io.StringIO):
@@ -207,7 +257,7 @@ def main():
     p.add_argument("--tiny", action="store_true", help="a CPU rehearsal: tiny model, 2 x 4 rows, 16 tokens, 1 step")
     p.add_argument("--smollm", default=None, help="folder with SmolLM2's tokenizer.json (default: the bundled model's)")
     p.add_argument("--out", default=".", help="folder for card.json and bench.txt")
-    p.add_argument("--skip", nargs="*", default=[], choices=["decode", "after_update", "train", "bench", "compiled"])
+    p.add_argument("--skip", nargs="*", default=[], choices=["decode", "new_lengths", "train", "bench", "compiled"])
     p.add_argument("--decode-rounds", type=int, default=1, help="decode: rounds of the variants (every other reversed)")
     p.add_argument("--train-steps", type=int, default=None, help="train: steps (default 3; --tiny 1)")
     p.add_argument("--same-rewards", action="store_true",
@@ -229,12 +279,12 @@ def main():
         qwen_style.save_model(path, "base", smollm, max_position_embeddings=32768, **shape)
         prompts = None
         sections = [("decode", lambda: decode_section(path, device, s, out, args.decode_rounds)),
-                    ("after_update", lambda: after_update_section(path, device, s, prompts, out)),
+                    ("new_lengths", lambda: new_lengths_section(path, device, s, args.out, out)),
                     ("train", lambda: train_section(path, device, s, work, out)),
                     ("bench", lambda: bench_section(path, device, s, args.out, out)),
                     ("compiled", lambda: compiled_section(path, device, s, prompts, out))]
         for name, run in sections:
-            if name in args.skip or name in ("after_update", "compiled") and prompts is None:
+            if name in args.skip or name == "compiled" and prompts is None:
                 continue
             start = time.perf_counter()
             try:

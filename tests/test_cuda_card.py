@@ -1,7 +1,8 @@
 """scripts/cuda_card.py, the card's command timed on a GPU, rehearsed on a CPU (--tiny): its
-sections run (the static-cache one too, uncompiled on a CPU), greedy tokens of our loop equal
-generate's in fp32, and the update really runs on a random model (vary_rewards), whose own
-rewards would leave every advantage 0."""
+sections run (the static-cache one too, uncompiled on a CPU; new_lengths with its profile),
+greedy tokens of our loop equal generate's in fp32, every turn of train.py is timed, and the
+update really runs on a random model (vary_rewards), whose own rewards would leave every
+advantage 0."""
 import json
 import os
 import subprocess
@@ -20,11 +21,14 @@ def card(tmp_path, *flags):
 def test_the_card_rehearses_on_a_cpu_and_its_update_runs(tmp_path):
     out = card(tmp_path)
     assert not [k for k in out if k.endswith("_error")], out
-    assert set(out["seconds"]) == {"decode", "after_update", "train", "compiled"}
+    assert set(out["seconds"]) == {"decode", "new_lengths", "train", "compiled"}
     assert {k for k in out["compiled_generate"] if k.startswith("static")} == {
         "static cache, first call (compiles)", "static cache, second call"}  # on a CPU: not compiled
-    assert len(out["after_update"]) == 5 and all(r["tokens"] == 8 * 16 for r in out["after_update"].values())
+    assert [r["variant"] for r in out["new_lengths"]] == ["ours", "ours, cuDNN attention allowed", "generate"] * 3
+    assert (tmp_path / "prof_new_lengths.txt").stat().st_size > 0
     assert out["decode_rows_identical"]["fp32"] == "8/8"
     assert all(row["tokens"] == 8 * 16 and row["multiple"] > 0 for row in out["decode"].values())
+    turns = out["train"]["turns"]
+    assert [t["rows"] for t in turns] == [8, 8] and all(t["ms_per_token_step"] > 0 for t in turns)
     (step,) = out["train"]["steps"]
     assert step["gen_tokens"] > 0 and step["zero_adv_groups"] < 1  # some group has advantages to train on

@@ -118,6 +118,30 @@ def test_every_one_token_step_attends_with_a_mask_on_a_cpu(tiny_model_dir, monke
     assert len(steps) == 7 * model.config.num_hidden_layers and all(steps)
 
 
+def test_a_gpu_turn_attends_without_cudnn(tiny_model_dir, monkeypatch):
+    """On a GPU the loop's attention runs without SDPA's cuDNN backend, which builds a graph for
+    every new key length (decode.sdpa_without_cudnn); on a CPU the backend flags stay as they are.
+    The GPU branch is taken here with a stand-in model on "cuda" (flags only: the attention below
+    still runs on the CPU), and the tokens do not change."""
+    from types import SimpleNamespace
+    from machinery import decode
+    model, tok = load_model(tiny_model_dir, "cpu")
+    prompts = [[5, 6, 7], [8, 9]]
+    sdpa, seen = torch.nn.functional.scaled_dot_product_attention, []
+
+    def spy(*args, **kwargs):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return sdpa(*args, **kwargs)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    cpu = decode.generate_turn(model, tok, prompts, 6, greedy=True, bf16=False)
+    assert seen and all(seen)
+    real, seen[:] = decode.sdpa_without_cudnn, []
+    monkeypatch.setattr(decode, "sdpa_without_cudnn", lambda m: real(SimpleNamespace(device=torch.device("cuda"))))
+    assert decode.generate_turn(model, tok, prompts, 6, greedy=True, bf16=False) == cpu
+    assert seen and not any(seen) and torch.backends.cuda.cudnn_sdp_enabled()
+    assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+
+
 def test_no_ready_mask_where_a_layer_has_a_sliding_window():
     """A ready 4-D mask is used as it is for every layer, so it would override a sliding window:
     such models keep the 2-D mask (and transformers' own cache)."""
