@@ -6,7 +6,7 @@
 No hub weights: Qwen2.5-0.5B's published shape with random weights and the test suite's
 Qwen2.5-style tokenizer (tests/qwen_style.py, built from SmolLM2's tokenizer.json: --smollm, by
 default the bundled model's). A random model rarely ends a turn, so every turn runs its full 256
-tokens: the slowest case. Five sections, each timed, each failing on its own:
+tokens: the slowest case. Six sections, each timed, each failing on its own:
 
 1. decode: 64 rows (8 search prompts x G = 8) of 256 new tokens, our decode loop
    (machinery/decode.generate_turn) against transformers' `generate` (reference=True), greedy in
@@ -14,11 +14,14 @@ tokens: the slowest case. Five sections, each timed, each failing on its own:
    against its floor (bench.decode_work over the matmul peak, bf16 where native, and the copy
    bandwidth, both measured there);
 2. new lengths: turns at key lengths not seen before (new_lengths_section), our loop with and
-   without cuDNN's attention and `generate`: the cost of cuDNN's graph per new shape;
+   without cuDNN's attention and `generate`, and an update's micro-batch with and without it:
+   the cost of cuDNN's graph per new shape;
 3. the card's step: `train.py` with the README's GPU settings for 3 steps: seconds per phase, every
    turn's decode steps, peak GPU memory (allocated and reserved), the final checkpoint's save;
 4. `tools/bench.py --trl --json --betas 0` at the card's settings (needs TRL);
-5. `generate` over a static cache, which transformers compiles on a GPU (mode "reduce-overhead":
+5. graphed: a greedy turn over a static cache whose step is captured once as a CUDA graph and
+   replayed (graphed_turn), against our loop, bf16 and fp32: ms a step, rows with equal tokens;
+6. `generate` over a static cache, which transformers compiles on a GPU (mode "reduce-overhead":
    CUDA graphs), against eager `generate`, greedy, on bf16 weights: the compile, the time after
    it, and whether the tokens agree.
 
@@ -41,13 +44,18 @@ import torch  # noqa: E402
 
 import qwen_style  # noqa: E402
 import train  # noqa: E402
+from transformers.cache_utils import Cache  # noqa: E402
+
+from decode_levers import AutocastStaticLayer  # noqa: E402
+from machinery import decode  # noqa: E402
 from machinery.decode import generate_turn  # noqa: E402
-from machinery.precision import bf16_ok  # noqa: E402
+from machinery.precision import autocast, bf16_ok  # noqa: E402
 from policy import load_model  # noqa: E402
 from qwen_shaped_smoke import CARD, SHAPES  # noqa: E402
 from tools import bench  # noqa: E402
 
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            initializer_range=0.3)  # weights large enough that greedy tokens vary (0.02: one token repeated)
 
 
 def settings(tiny):
@@ -127,9 +135,9 @@ def new_lengths_section(path, device, s, folder, out, turns=3):
     backend: decode.sdpa_without_cudnn), our loop with cuDNN's attention allowed, and `generate`.
     cuDNN builds a graph for every new shape; on the H100 steps at new key lengths took 64-78 ms,
     at lengths seen before 19-26 ms. Per turn: ms a decode step and the caching allocator's device
-    allocations; a 32-token turn of our loop with cuDNN allowed under torch.profiler (host and
-    GPU) to prof_new_lengths.txt."""
-    from machinery import decode
+    allocations; then an update's micro-batch at new lengths, forward and backward, with and
+    without cuDNN's attention (the update keeps SDPA's choice); a 32-token turn of our loop with
+    cuDNN allowed under torch.profiler (host and GPU) to prof_new_lengths.txt."""
     model, tok = load_model(path, device)
     base = [p for p in bench.search_prompts(tok, s.questions)[1] for _ in range(s.G)]
     generate_turn(model, tok, base, 8), generate_turn(model, tok, base, 8, reference=True)  # warm-up
@@ -156,7 +164,30 @@ def new_lengths_section(path, device, s, folder, out, turns=3):
                 row["device_allocations"] = torch.cuda.memory_stats()["num_device_alloc"] - memory["num_device_alloc"]
             rows.append(row)
             print(f"new lengths: {row}", flush=True)
+        for name, attention in variants[:2]:  # an update's micro-batch: 2 padded rows, forward and backward
+            cut += 1
+            batch = decode.left_padded([base[0][:-cut] + base[1][:s.tokens], base[-1][:-cut] + base[0][:s.tokens - 9]],
+                                       tok.pad_token_id, model.device)
+            row = dict(variant=f"update micro-batch, {name}", turn=turn,
+                       ms=round(1e3 * micro_batch_seconds(model, batch, s.tokens, attention(model)), 2))
+            rows.append(row)
+            print(f"new lengths: {row}", flush=True)
     out["new_lengths"] = rows
+
+
+def micro_batch_seconds(model, batch, trained, attention):
+    """Seconds of one forward and backward of a padded micro-batch (ids, mask, positions), the LM
+    head over the last `trained` positions as in the update, under the run's autocast and the
+    given attention context; the gradients dropped after."""
+    ids, mask, positions = batch
+    bench.synced()
+    start = time.perf_counter()
+    with autocast(str(model.device)), attention:
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=trained).logits
+    logits.float().logsumexp(-1).mean().backward()
+    bench.synced()
+    model.zero_grad(set_to_none=True)
+    return time.perf_counter() - start
 
 
 def train_section(path, device, s, work, out):
@@ -222,6 +253,75 @@ def bench_section(path, device, s, folder, out):
     out["bench"] = json.loads([line for line in text.getvalue().splitlines() if line.startswith("{")][-1])
 
 
+@torch.no_grad()
+def graphed_turn(model, tok, prompts, max_new_tokens, bf16):
+    """A greedy turn over transformers' static cache (decode_levers.AutocastStaticLayer), every
+    row through every step: each step has the same shapes (the whole turn's keys under a ready
+    (rows, 1, 1, keys) mask, the next column set in place), so on a GPU one step's forward is
+    captured once as a CUDA graph and replayed: the host launches one graph a step instead of
+    every kernel of 24 layers. Elsewhere the same static step runs eagerly (a CPU checks the
+    bookkeeping). Autocast without its weight cache: a captured step casts the weights itself.
+    Returns (seconds a step after the first, new ids per row)."""
+    ids, attn, pos = decode.left_padded(prompts, tok.pad_token_id, model.device)
+    width = ids.shape[1] + max_new_tokens
+    amp = torch.autocast(model.device.type, torch.bfloat16, enabled=bf16 and bf16_ok(str(model.device)),
+                         cache_enabled=False)
+    with amp:
+        cache = Cache(layers=[AutocastStaticLayer(max_cache_len=width) for _ in range(model.config.num_hidden_layers)])
+        padded = torch.nn.functional.pad(attn, (0, max_new_tokens))
+        logits = model(input_ids=ids, attention_mask=padded, position_ids=pos, past_key_values=cache,
+                       logits_to_keep=1).logits[:, -1]
+    token, position, mask = logits.float().argmax(-1)[:, None], pos[:, -1:] + 1, padded.bool()[:, None, None, :]
+    mask[..., ids.shape[1]] = True  # the first new token's own key
+
+    def step():
+        with amp:
+            return model(input_ids=token, position_ids=position, attention_mask=mask,
+                         past_key_values=cache).logits[:, -1]
+
+    warm = torch.cuda.Stream() if model.device.type == "cuda" else None
+    with torch.cuda.stream(warm) if warm else contextlib.nullcontext():  # capture wants a warmed-up side stream
+        step(), step()
+    for layer in cache.layers:  # the warm-up's writes past the prompt are masked, then overwritten
+        layer.cumulative_length.fill_(ids.shape[1])
+    if warm:
+        torch.cuda.current_stream().wait_stream(warm)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = step()
+    new, start = [[t] for t in token[:, 0].tolist()], None
+    for i in range(1, max_new_tokens):
+        if warm:
+            graph.replay()
+            logits = captured
+        else:
+            logits = step()
+        token.copy_(logits.float().argmax(-1)[:, None])
+        for row, t in zip(new, token[:, 0].tolist()):
+            row.append(t)
+        position.add_(1)
+        mask[..., ids.shape[1] + i] = True
+        start = start or time.perf_counter()
+    return (time.perf_counter() - start) / max(max_new_tokens - 2, 1), new
+
+
+def graphed_section(path, device, s, prompts, out):
+    """Greedy turns of graphed_turn (a CUDA graph a step) against our decode loop, bf16 and fp32:
+    ms a decode step, and rows whose tokens equal the loop's."""
+    model, tok = load_model(path, device)
+    rows = {}
+    for bf16 in (True, False):
+        kind = "bf16" if bf16 else "fp32"
+        ours_seconds, ours = timed_turn(model, tok, prompts, s, greedy=True, bf16=bf16)
+        bench.synced()
+        seconds, new = graphed_turn(model, tok, prompts, s.tokens, bf16)
+        same = sum(a == b for a, b in zip(ours, new))
+        rows[kind] = dict(ours_ms=round(1e3 * ours_seconds / (s.tokens - 1), 2), graphed_ms=round(1e3 * seconds, 2),
+                          rows_identical=f"{same}/{len(prompts)}")
+        print(f"graphed {kind}: {rows[kind]}", flush=True)
+    out["graphed"] = rows
+
+
 def compiled_section(path, device, s, prompts, out):
     """generate over a static cache, which transformers compiles on a GPU (CUDA graphs), against
     eager generate, greedy. Both on bf16 weights without autocast: transformers' static cache takes
@@ -257,7 +357,8 @@ def main():
     p.add_argument("--tiny", action="store_true", help="a CPU rehearsal: tiny model, 2 x 4 rows, 16 tokens, 1 step")
     p.add_argument("--smollm", default=None, help="folder with SmolLM2's tokenizer.json (default: the bundled model's)")
     p.add_argument("--out", default=".", help="folder for card.json and bench.txt")
-    p.add_argument("--skip", nargs="*", default=[], choices=["decode", "new_lengths", "train", "bench", "compiled"])
+    p.add_argument("--skip", nargs="*", default=[],
+                   choices=["decode", "new_lengths", "train", "bench", "graphed", "compiled"])
     p.add_argument("--decode-rounds", type=int, default=1, help="decode: rounds of the variants (every other reversed)")
     p.add_argument("--train-steps", type=int, default=None, help="train: steps (default 3; --tiny 1)")
     p.add_argument("--same-rewards", action="store_true",
@@ -282,9 +383,10 @@ def main():
                     ("new_lengths", lambda: new_lengths_section(path, device, s, args.out, out)),
                     ("train", lambda: train_section(path, device, s, work, out)),
                     ("bench", lambda: bench_section(path, device, s, args.out, out)),
+                    ("graphed", lambda: graphed_section(path, device, s, prompts, out)),
                     ("compiled", lambda: compiled_section(path, device, s, prompts, out))]
         for name, run in sections:
-            if name in args.skip or name == "compiled" and prompts is None:
+            if name in args.skip or name in ("graphed", "compiled") and prompts is None:
                 continue
             start = time.perf_counter()
             try:

@@ -21,10 +21,13 @@ def card(tmp_path, *flags):
 def test_the_card_rehearses_on_a_cpu_and_its_update_runs(tmp_path):
     out = card(tmp_path)
     assert not [k for k in out if k.endswith("_error")], out
-    assert set(out["seconds"]) == {"decode", "new_lengths", "train", "compiled"}
+    assert set(out["seconds"]) == {"decode", "new_lengths", "train", "graphed", "compiled"}
+    assert out["graphed"]["fp32"]["rows_identical"] == "8/8"  # the static step, eager on a CPU
     assert {k for k in out["compiled_generate"] if k.startswith("static")} == {
         "static cache, first call (compiles)", "static cache, second call"}  # on a CPU: not compiled
-    assert [r["variant"] for r in out["new_lengths"]] == ["ours", "ours, cuDNN attention allowed", "generate"] * 3
+    assert [r["variant"] for r in out["new_lengths"]] == ["ours", "ours, cuDNN attention allowed", "generate",
+                                                          "update micro-batch, ours",
+                                                          "update micro-batch, ours, cuDNN attention allowed"] * 3
     assert (tmp_path / "prof_new_lengths.txt").stat().st_size > 0
     assert out["decode_rows_identical"]["fp32"] == "8/8"
     assert all(row["tokens"] == 8 * 16 and row["multiple"] > 0 for row in out["decode"].values())
