@@ -280,7 +280,9 @@ def graphed_turn(model, tok, prompts, max_new_tokens, bf16):
                          past_key_values=cache).logits[:, -1]
 
     warm = torch.cuda.Stream() if model.device.type == "cuda" else None
-    with torch.cuda.stream(warm) if warm else contextlib.nullcontext():  # capture wants a warmed-up side stream
+    if warm:  # capture wants the step warmed up on a side stream, after the prefill
+        warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm) if warm else contextlib.nullcontext():
         step(), step()
     for layer in cache.layers:  # the warm-up's writes past the prompt are masked, then overwritten
         layer.cumulative_length.fill_(ids.shape[1])
