@@ -68,11 +68,11 @@ def gb(n):
     return round(n / 2 ** 30, 2)
 
 
-def timed_turn(model, tok, prompts, s, **kwargs):
-    """(seconds, new tokens) of one generate_turn of s.tokens tokens, the GPU waited for first."""
+def timed_turn(model, tok, prompts, max_new_tokens, *args, **kwargs):
+    """(seconds, new tokens) of one generate_turn (its arguments), the GPU waited for first."""
     bench.synced()
     start = time.perf_counter()
-    new = generate_turn(model, tok, prompts, s.tokens, **kwargs)
+    new = generate_turn(model, tok, prompts, max_new_tokens, *args, **kwargs)
     return time.perf_counter() - start, new
 
 
@@ -112,7 +112,7 @@ def decode_variant(model, tok, prompts, s, clock, ceilings, bf16, **kwargs):
     clock.dtype = torch.bfloat16 if bf16 and bf16_ok(str(model.device)) else torch.float32
     clock.take()
     torch.manual_seed(0)
-    seconds, new = timed_turn(model, tok, prompts, s, temperature=0.9, bf16=bf16, **kwargs)
+    seconds, new = timed_turn(model, tok, prompts, s.tokens, temperature=0.9, bf16=bf16, **kwargs)
     floor = bench.decode_summary([{"decode": clock.take()}], *ceilings)
     tokens = sum(map(len, new))
     return dict(seconds=seconds, tokens=tokens, tok_s=tokens / seconds, **(floor or {})), new
@@ -149,7 +149,7 @@ def new_lengths_section(path, device, s, folder, out, turns=3):
     with swapped(decode, "sdpa_without_cudnn", allowed), \
             torch.profiler.profile(activities=activities) as prof:
         cut += 1
-        timed_turn(model, tok, [p[:-cut] for p in base], SimpleNamespace(tokens=32), greedy=True)
+        timed_turn(model, tok, [p[:-cut] for p in base], 32, greedy=True)
     with open(os.path.join(folder, "prof_new_lengths.txt"), "w") as f:
         f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=60))
     for turn in range(turns):
@@ -157,7 +157,7 @@ def new_lengths_section(path, device, s, folder, out, turns=3):
             cut += 1
             memory = torch.cuda.memory_stats() if device.startswith("cuda") else {}
             with swapped(decode, "sdpa_without_cudnn", attention):
-                took, new = timed_turn(model, tok, [p[:-cut] for p in base], s, greedy=True,
+                took, new = timed_turn(model, tok, [p[:-cut] for p in base], s.tokens, greedy=True,
                                        reference=name == "generate")
             row = dict(variant=name, turn=turn, ms=round(1e3 * took / max(max(map(len, new)) - 1, 1), 2))
             if memory:
@@ -217,10 +217,7 @@ def timed_turns(turns):
     plain = policy.generate_turn
 
     def timed(model, tok, prompts, *args, **kwargs):
-        bench.synced()
-        start = time.perf_counter()
-        new = generate_turn(model, tok, prompts, *args, **kwargs)
-        seconds = time.perf_counter() - start
+        seconds, new = timed_turn(model, tok, prompts, *args, **kwargs)
         longest = max(map(len, new))
         turns.append(dict(rows=len(prompts), prompt=max(map(len, prompts)), new=longest, seconds=round(seconds, 3),
                           ms_per_token_step=round(1e3 * seconds / max(longest, 1), 2)))
@@ -314,8 +311,7 @@ def graphed_section(path, device, s, prompts, out):
     rows = {}
     for bf16 in (True, False):
         kind = "bf16" if bf16 else "fp32"
-        ours_seconds, ours = timed_turn(model, tok, prompts, s, greedy=True, bf16=bf16)
-        bench.synced()
+        ours_seconds, ours = timed_turn(model, tok, prompts, s.tokens, greedy=True, bf16=bf16)
         seconds, new = graphed_turn(model, tok, prompts, s.tokens, bf16)
         same = sum(a == b for a, b in zip(ours, new))
         rows[kind] = dict(ours_ms=round(1e3 * ours_seconds / (s.tokens - 1), 2), graphed_ms=round(1e3 * seconds, 2),
@@ -335,7 +331,7 @@ def compiled_section(path, device, s, prompts, out):
     for call, cache in [("eager generate", None), ("static cache, first call (compiles)", "static"),
                         ("static cache, second call", "static")]:
         model.generation_config.cache_implementation = cache
-        seconds, tokens[call] = timed_turn(model, tok, prompts, s, greedy=True, bf16=False, reference=True)
+        seconds, tokens[call] = timed_turn(model, tok, prompts, s.tokens, greedy=True, bf16=False, reference=True)
         rows[call] = dict(seconds=seconds, tokens=sum(map(len, tokens[call])))
         print(f"bf16 weights, {call}: {seconds:.2f} s", flush=True)
     same = sum(a == b for a, b in zip(tokens["eager generate"], tokens["static cache, second call"]))
