@@ -45,7 +45,7 @@ from config import Args, check_out, parse_args  # noqa: F401 (train.Args for the
 from loss import fill_logprobs, fill_logprobs_fast, policy_update, policy_update_fast
 from policy import chat_sampler, check_context, load_model, load_models, pick_device, play_episodes
 
-from machinery import checkpoint  # skip on first reading: the run folder, checkpoints, --resume
+from machinery import checkpoint, heap  # skip on first reading: the run folder, checkpoints, --resume; the heap
 from machinery.cli import in_chunks
 from machinery.precision import precision_line
 
@@ -171,6 +171,7 @@ def main(argv=None):
 
 def train(args):
     device = pick_device(args.device)
+    heap.keep_freed_memory(device)  # on a CPU, the update's big blocks are reused, not faulted in anew
     print(precision_line(device, args.bf16) + "\n" + json.dumps(dataclasses.asdict(args), indent=1))
     data, pool, test = load_task(args)
     if args.eval_every and len(test) < args.eval_n:

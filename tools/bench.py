@@ -53,6 +53,9 @@ same way on both sides) can take no less than max(FLOPs / peak, bytes read / ban
 Linear weight (LM head included) read once in the compute dtype, 2 FLOPs per weight per row,
 and the keys/values of every row read once (decode_work). Each side's mean decode step is
 printed beside its floor and as a multiple of it; the update's multiple is FLOPs / peak.
+
+Heap: on a CPU under glibc the bench, as train.py, first tells the C library to reuse freed memory
+(machinery/heap.py); being one process, TRL's side gets the same heap.
 """
 import argparse
 import contextlib
@@ -80,6 +83,7 @@ import retrieval
 import sokoban
 from mtgrpo import group_norm
 from loss import fill_logprobs_fast, policy_update_fast
+from machinery.heap import keep_freed_memory
 from machinery.precision import bf16_ok
 from sample import Sample
 from machinery.decode import generate_turn
@@ -771,12 +775,16 @@ def main(argv=None):
         p.error("--decode-steps must be at least 1")
     if args.json and not args.trl or args.fp32 and not (args.trl or args.profile):
         p.error("--json goes with --trl; --fp32 with --trl or --profile")
+    kept = keep_freed_memory(args.device)  # as train.py does; both sides of --trl run in this process
+    print("heap: freed memory kept for reuse (machinery/heap.py), for all measured here" if kept else
+          "heap: as the C library sets it (machinery/heap.py changes nothing here)")
     summary = side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else \
         profile_bench(args) if args.profile else precision_bench(args)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory {rss:.0f} MB")
     if args.json:  # one line: ours / TRL per phase, fractions of the peak, tokens per step
-        print(json.dumps({**summary, "peak_rss_mb": rss, "instructions": instruction_set(args.device)}))
+        print(json.dumps({**summary, "peak_rss_mb": rss, "instructions": instruction_set(args.device),
+                          "heap_kept": kept}))
 
 
 if __name__ == "__main__":

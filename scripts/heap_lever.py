@@ -1,0 +1,135 @@
+"""The update and a decode turn with glibc's own heap settings, and with freed memory kept for reuse
+(machinery/heap.py), each in a fresh process, alternating, timed in one run.
+
+    .venv/bin/python scripts/heap_lever.py             # bf16 autocast where native, else fp32
+    .venv/bin/python scripts/heap_lever.py --fp32
+
+Each process loads the bundled model and runs, twice each (the second one timed, the first fills
+the heap): the update of tools/bench.py's single-turn step (2 search prompts x G = 8 rows + 64
+trained tokens), the update of a two-turn step (64 trained + 160 tool-result tokens + 64 trained),
+both loss.policy_update_fast at micro-batch 2 with learning rate 0, and one sampled decode turn of
+the 16 rows (64 new tokens, seed 0). Page faults are the process's minor faults during the timed
+call. The gradient and the tokens must be the same bit for bit: the heap changes where memory
+comes from, not what is computed.
+"""
+import argparse
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from loss import policy_update_fast  # noqa: E402
+from machinery.decode import generate_turn  # noqa: E402
+from machinery.heap import keep_freed_memory  # noqa: E402
+from machinery.precision import bf16_ok  # noqa: E402
+from policy import BUNDLED, load_model  # noqa: E402
+from sample import Sample  # noqa: E402
+from tools import bench  # noqa: E402
+from train import Args  # noqa: E402
+
+VARIANTS = ("glibc's own", "kept for reuse")
+
+
+def rows(prompts, parts, g):
+    """8 rows per prompt, random tokens after it: `parts` = [(length, trained)]."""
+    out = []
+    for prompt in prompts:
+        for _ in range(8):
+            ids, mask = list(prompt), [0] * len(prompt)
+            for n, trained in parts:
+                ids += torch.randint(0, 40000, (n,), generator=g).tolist()
+                mask += [int(trained)] * n
+            out.append(Sample(ids=ids, mask=mask, adv=[float(m) for m in mask]))
+    return out
+
+
+def twice(fn):
+    """(seconds, page faults, result) of the second of two calls."""
+    fn()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults, out
+
+
+def child(variant, fp32):
+    """One process: the three timings, a checksum of each result, peak memory, as a JSON line."""
+    kept = keep_freed_memory("cpu") if variant == VARIANTS[1] else False
+    bf16 = bf16_ok("cpu") and not fp32
+    model, tok = load_model(BUNDLED, "cpu")
+    prompts = bench.search_prompts(tok, 2)[1]
+    g = torch.Generator().manual_seed(0)
+    shapes = {"update, single turn": rows(prompts, [(64, True)], g),
+              "update, two turns": rows(prompts, [(64, True), (160, False), (64, True)], g)}
+    out = {"heap_kept": kept}
+
+    def update(samples):
+        grads = []
+
+        class Keep(torch.optim.SGD):
+            def step(self):
+                grads.append(sum(p.grad.double().abs().sum().item() for p in model.parameters()))
+                model.zero_grad(set_to_none=True)
+
+        policy_update_fast(model, Keep(model.parameters(), lr=0.0), samples,
+                           Args(micro_batch_size=2, temperature=1.0, beta=0.0, device="cpu", bf16=bf16))
+        return grads[0]
+
+    for name, samples in shapes.items():
+        out[name] = twice(lambda: update(samples))
+
+    def turn():
+        torch.manual_seed(0)
+        new = generate_turn(model, tok, [p for p in prompts for _ in range(8)], 64, bf16=bf16)
+        return hashlib.sha256(str(new).encode()).hexdigest()[:16]
+
+    out["decode turn, 16 rows x 64 tokens"] = twice(turn)
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--fp32", action="store_true")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return child(args.child, args.fp32)
+    runs = {v: [] for v in VARIANTS}
+    for r in range(args.rounds):
+        for variant in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):
+            load = os.getloadavg()[0]
+            line = subprocess.run([sys.executable, __file__, "--child", variant] + ["--fp32"] * args.fp32,
+                                  capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+            runs[variant].append(json.loads(line))
+            print(f"round {r + 1}, {variant} (load {load:.2f}): " + ", ".join(
+                f"{k} {v[0]:.2f} s ({v[1]} faults)" for k, v in runs[variant][-1].items() if isinstance(v, list)),
+                flush=True)
+    dtype = "bf16" if bf16_ok("cpu") and not args.fp32 else "fp32"
+    print(f"\n{dtype}, each row: best (mean) seconds of {args.rounds} processes per heap, page faults of the best\n")
+    print(f"| | {' | '.join(VARIANTS)} | kept vs own |\n|---|---|---|---|")
+    for key in [k for k, v in runs[VARIANTS[0]][0].items() if isinstance(v, list)]:
+        cells, best = [], {}
+        for variant in VARIANTS:
+            seconds = [run[key][0] for run in runs[variant]]
+            top = min(runs[variant], key=lambda run: run[key][0])
+            best[variant] = min(seconds)
+            cells.append(f"{min(seconds):.2f} ({sum(seconds) / len(seconds):.2f}), {top[key][1]:,} faults")
+        print(f"| {key} | {' | '.join(cells)} | {best[VARIANTS[0]] / best[VARIANTS[1]]:.2f}× |")
+    print(f"| peak resident memory (MB, largest) | " + " | ".join(
+        f"{max(run['peak_rss_mb'] for run in runs[v]):.0f}" for v in VARIANTS) + " | |")
+    same = {key: len({run[key][2] for v in VARIANTS for run in runs[v]}) == 1
+            for key in runs[VARIANTS[0]][0] if isinstance(runs[VARIANTS[0]][0][key], list)}
+    print(f"\nsame gradient / tokens in every process: {same}")
+    print(f"heap setting took effect in the kept processes: {all(run['heap_kept'] for run in runs[VARIANTS[1]])}")
+
+
+if __name__ == "__main__":
+    main()
