@@ -7,7 +7,9 @@ embedding gradient, against 4-5 ms for a block used before. An update frees and 
 in every micro-batch (the tied embedding's and LM head's gradients, its weight cast to bf16, the
 logits over the vocabulary): 730,000-1,070,000 page faults in an update of the bench's 16 rows,
 and none in a decode turn. Told to serve every block from its heap (no mapping of its own) and to
-keep up to 1 GB free at the heap's top, glibc reuses those pages instead.
+keep up to 1 GB free at the heap's top, glibc reuses most of those pages instead (not all: a freed
+block serves torch's aligned request of its own size only once it has merged with a neighbour).
+The cost: freed memory stays with the process, which keeps its high-water mark (+100-600 MB here).
 Measured: docs/benchmarks.md#freed-memory-kept-for-reuse.
 """
 import ctypes
