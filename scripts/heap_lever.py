@@ -34,6 +34,7 @@ from tools import bench  # noqa: E402
 from train import Args  # noqa: E402
 
 VARIANTS = ("glibc's own", "kept for reuse")
+TIMED = ("update, single turn", "update, two turns", "decode turn, 16 rows x 64 tokens")
 
 
 def rows(prompts, parts, g):
@@ -65,8 +66,8 @@ def child(variant, fp32):
     model, tok = load_model(BUNDLED, "cpu")
     prompts = bench.search_prompts(tok, 2)[1]
     g = torch.Generator().manual_seed(0)
-    shapes = {"update, single turn": rows(prompts, [(64, True)], g),
-              "update, two turns": rows(prompts, [(64, True), (160, False), (64, True)], g)}
+    shapes = {TIMED[0]: rows(prompts, [(64, True)], g),
+              TIMED[1]: rows(prompts, [(64, True), (160, False), (64, True)], g)}
     out = {"heap_kept": kept}
 
     def update(samples):
@@ -89,7 +90,7 @@ def child(variant, fp32):
         new = generate_turn(model, tok, [p for p in prompts for _ in range(8)], 64, bf16=bf16)
         return hashlib.sha256(str(new).encode()).hexdigest()[:16]
 
-    out["decode turn, 16 rows x 64 tokens"] = twice(turn)
+    out[TIMED[2]] = twice(turn)
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
 
@@ -110,12 +111,12 @@ def main():
                                   capture_output=True, text=True, check=True).stdout.splitlines()[-1]
             runs[variant].append(json.loads(line))
             print(f"round {r + 1}, {variant} (load {load:.2f}): " + ", ".join(
-                f"{k} {v[0]:.2f} s ({v[1]} faults)" for k, v in runs[variant][-1].items() if isinstance(v, list)),
+                f"{k} {runs[variant][-1][k][0]:.2f} s ({runs[variant][-1][k][1]} faults)" for k in TIMED),
                 flush=True)
     dtype = "bf16" if bf16_ok("cpu") and not args.fp32 else "fp32"
     print(f"\n{dtype}, each row: best (mean) seconds of {args.rounds} processes per heap, page faults of the best\n")
     print(f"| | {' | '.join(VARIANTS)} | kept vs own |\n|---|---|---|---|")
-    for key in [k for k, v in runs[VARIANTS[0]][0].items() if isinstance(v, list)]:
+    for key in TIMED:
         cells, best = [], {}
         for variant in VARIANTS:
             seconds = [run[key][0] for run in runs[variant]]
@@ -125,8 +126,7 @@ def main():
         print(f"| {key} | {' | '.join(cells)} | {best[VARIANTS[0]] / best[VARIANTS[1]]:.2f}× |")
     print(f"| peak resident memory (MB, largest) | " + " | ".join(
         f"{max(run['peak_rss_mb'] for run in runs[v]):.0f}" for v in VARIANTS) + " | |")
-    same = {key: len({run[key][2] for v in VARIANTS for run in runs[v]}) == 1
-            for key in runs[VARIANTS[0]][0] if isinstance(runs[VARIANTS[0]][0][key], list)}
+    same = {key: len({run[key][2] for v in VARIANTS for run in runs[v]}) == 1 for key in TIMED}
     print(f"\nsame gradient / tokens in every process: {same}")
     print(f"heap setting took effect in the kept processes: {all(run['heap_kept'] for run in runs[VARIANTS[1]])}")
 
