@@ -45,6 +45,35 @@ class AtenCalls(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def sweep(turn, clock, peak, bandwidth, rounds):
+    """{R: (seconds a step, its floor, rows on average)} of each R's best round."""
+    best = {}
+    for r in range(rounds):
+        for rows in ROWS:
+            turn(rows, 33)
+            timed = [a for a, b in zip(clock.calls, clock.calls[1:]) if a and b]  # the steps take() times
+            mean_rows = sum(rows for _, rows, _ in timed) / len(timed)
+            steps = clock.take()
+            seconds = sum(s for s, _, _ in steps) / len(steps)
+            floor = sum(bench.floor_seconds(f, b, peak, bandwidth) for _, f, b in steps) / len(steps)
+            if rows not in best or seconds < best[rows][0]:
+                best[rows] = seconds, floor, mean_rows
+            print(f"round {r + 1}, {rows} rows: {1e3 * seconds:.1f} ms a step ({len(steps)} steps, "
+                  f"{mean_rows:.1f} rows on average)", flush=True)
+    return best
+
+
+def where_time_goes(turn, rows):
+    """{kind: ms a step} under the profiler, and the aten calls a step, for `rows` rows."""
+    one, long = bench.profiled(lambda: turn(rows, 1)), bench.profiled(lambda: turn(rows, 17))
+    counted = []
+    for tokens in (2, 12):
+        with AtenCalls() as mode:
+            turn(rows, tokens)
+        counted.append(mode.calls)
+    return {k: 1e3 * (long[1][k] - one[1][k]) / 16 for k in long[1]}, (counted[1] - counted[0]) / 10
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fp32", action="store_true", help="autocast off: the fp32 path")
@@ -62,46 +91,22 @@ def main():
         return generate_turn(model, tok, [prompts[i * 4 // rows] for i in range(rows)] if rows >= 4
                              else prompts[:1] * rows, tokens, bf16=bf16)
 
-    peak = bench.matmul_gflops("cpu", dtype)
-    bandwidth = bench.bandwidth_gbs("cpu")
+    peak, bandwidth = bench.matmul_gflops("cpu", dtype), bench.bandwidth_gbs("cpu")
     print(f"{bench.DTYPE_NAMES[dtype]} matmul peak {peak:.0f} GFLOP/s, copy bandwidth {bandwidth:.1f} GB/s; "
           f"load {os.getloadavg()[0]:.2f}", flush=True)
     turn(16, 33), clock.take()  # warm-up: packs the Linears, fills the heap
-    best = {}
-    for r in range(args.rounds):
-        for rows in ROWS:
-            turn(rows, 33)
-            calls = clock.calls
-            clock_rows = [a[1] for a, b in zip(calls, calls[1:]) if a and b]  # the rows of each step take() times
-            steps = clock.take()
-            seconds = sum(s for s, _, _ in steps) / len(steps)
-            floor = sum(bench.floor_seconds(f, b, peak, bandwidth) for _, f, b in steps) / len(steps)
-            mean_rows = sum(clock_rows) / len(clock_rows)
-            if rows not in best or seconds < best[rows][0]:
-                best[rows] = seconds, floor, mean_rows
-            print(f"round {r + 1}, {rows} rows: {1e3 * seconds:.1f} ms a step ({len(steps)} steps, "
-                  f"{mean_rows:.1f} rows on average)", flush=True)
+    best = sweep(turn, clock, peak, bandwidth, args.rounds)
     print(f"\n| rows (on average) | ms a step (best of {args.rounds}) | floor (ms) | × floor | ms a row |\n|---|---|---|---|---|")
     for rows, (seconds, floor, mean_rows) in best.items():
         print(f"| {rows} ({mean_rows:.1f}) | {1e3 * seconds:.1f} | {1e3 * floor:.1f} | {seconds / floor:.1f}× "
               f"| {1e3 * seconds / mean_rows:.1f} |")
 
-    shares = {}
-    for rows in (1, 16):
-        one, long = bench.profiled(lambda: turn(rows, 1)), bench.profiled(lambda: turn(rows, 17))
-        shares[rows] = {k: 1e3 * (long[1][k] - one[1][k]) / 16 for k in long[1]}
-        counted = []
-        for tokens in (2, 12):
-            with AtenCalls() as mode:
-                turn(rows, tokens)
-            counted.append(mode.calls)
-        shares[rows]["aten calls a step"] = (counted[1] - counted[0]) / 10
+    (one, one_calls), (many, many_calls) = where_time_goes(turn, 1), where_time_goes(turn, 16)
     print(f"\n| {bench.DTYPE_NAMES[dtype]}, per decode step (under the profiler) | 1 row (ms) | 16 rows (ms) |\n|---|---|---|")
     for kind in [k for k, _ in bench.KINDS] + [bench.OUTSIDE]:
-        print(f"| {kind} | {shares[1][kind]:.1f} | {shares[16][kind]:.1f} |")
-    print(f"| total | {sum(v for k, v in shares[1].items() if k != 'aten calls a step'):.1f} "
-          f"| {sum(v for k, v in shares[16].items() if k != 'aten calls a step'):.1f} |")
-    print(f"| aten calls a step | {shares[1]['aten calls a step']:.0f} | {shares[16]['aten calls a step']:.0f} |")
+        print(f"| {kind} | {one[kind]:.1f} | {many[kind]:.1f} |")
+    print(f"| total | {sum(one.values()):.1f} | {sum(many.values()):.1f} |")
+    print(f"| aten calls a step | {one_calls:.0f} | {many_calls:.0f} |")
     print(f"\nload {os.getloadavg()[0]:.2f} at the end; {time.strftime('%Y-%m-%d %H:%M')}")
 
 

@@ -8,9 +8,9 @@ The update of tools/bench.py's single-turn step (2 search prompts x 8 rows + 64 
 random ids, loss.policy_update_fast at micro-batch 2, learning rate 0, the heap kept as train.py
 keeps it), run once to warm up and then three times: plain (its wall time), with every aten call
 timed (a dispatch mode below autograd: each call's time includes the calls it makes inside, so
-nothing is counted twice), and under torch.profiler (bench.profiled: each op's self time). Both
-accounts are grouped by bench.KINDS; the ops that touch a vocabulary-sized block (the tied
-embedding's gradient, its bf16 cast, the logits) are also shown on their own.
+nothing is counted twice), and under torch.profiler (each op's self time, as bench.profiled
+counts it). Both accounts are grouped by bench.KINDS; the ops on a block the size of the
+embedding (the tied weight, its bf16 cast, its gradient) are also shown on their own.
 """
 import argparse
 import math
@@ -55,6 +55,35 @@ def is_shape(shape):
     return isinstance(shape, list) and bool(shape) and all(isinstance(d, int) for d in shape)
 
 
+def timer_account(update, vocabulary_block):
+    """(wall seconds, {kind: seconds}, {op: seconds on a vocabulary-sized block}), every op timed."""
+    timer = OpTimer(vocabulary_block)
+    start = time.perf_counter()
+    with timer:
+        update()
+    wall, kinds = time.perf_counter() - start, Counter()
+    for name, seconds in timer.seconds.items():
+        kinds[next(k for k, test in bench.KINDS if test(name))] += seconds
+    kinds[bench.OUTSIDE] = max(0.0, wall - sum(kinds.values()))
+    return wall, kinds, timer.block
+
+
+def profiler_account(update, vocabulary_block):
+    """The same under torch.profiler: each op's self time; an op is on the block if an input is."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        start = time.perf_counter()
+        update()
+        wall = time.perf_counter() - start
+    kinds, block = Counter(), Counter()
+    for event in prof.key_averages(group_by_input_shape=True):
+        seconds = event.self_cpu_time_total / 1e6
+        kinds[next(k for k, test in bench.KINDS if test(event.key))] += seconds
+        if any(is_shape(shape) and math.prod(shape) == vocabulary_block for shape in event.input_shapes):
+            block[event.key] += seconds
+    kinds[bench.OUTSIDE] = max(0.0, wall - sum(kinds.values()))
+    return wall, kinds, block
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fp32", action="store_true", help="autocast off: the fp32 path")
@@ -74,36 +103,17 @@ def main():
     start = time.perf_counter()
     update()
     plain = time.perf_counter() - start
-    timer = OpTimer(model.get_input_embeddings().weight.numel())
-    start = time.perf_counter()
-    with timer:
-        update()
-    timed = time.perf_counter() - start
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-        start = time.perf_counter()
-        update()
-        profiled = time.perf_counter() - start
-    kinds, block = Counter(), Counter()
-    for event in prof.key_averages(group_by_input_shape=True):
-        seconds = event.self_cpu_time_total / 1e6
-        kinds[next(k for k, test in bench.KINDS if test(event.key))] += seconds
-        if any(is_shape(shape) and math.prod(shape) == timer.vocabulary_block for shape in event.input_shapes):
-            block[event.key] += seconds
-    kinds[bench.OUTSIDE] = max(0.0, profiled - sum(kinds.values()))
-
-    ops = Counter()
-    for name, seconds in timer.seconds.items():
-        ops[next(k for k, test in bench.KINDS if test(name))] += seconds
-    ops[bench.OUTSIDE] = max(0.0, timed - sum(ops.values()))
-    print(f"\n| the update of 16 rows (s) | every op timed | under torch.profiler |\n|---|---|---|")
+    block = model.get_input_embeddings().weight.numel()
+    (timed, ops, timed_block), (profiled, kinds, profiled_block) = timer_account(update, block), profiler_account(update, block)
+    print("\n| the update of 16 rows (s) | every op timed | under torch.profiler |\n|---|---|---|")
     for kind in [k for k, _ in bench.KINDS] + [bench.OUTSIDE]:
         print(f"| {kind} | {ops[kind]:.2f} ({100 * ops[kind] / timed:.0f} %) | {kinds[kind]:.2f} ({100 * kinds[kind] / profiled:.0f} %) |")
     print(f"| wall time | {timed:.2f} | {profiled:.2f} |\n\nplain (nothing timing the ops): {plain:.2f} s")
     print("\nops on a vocabulary-sized block (s): every op timed (a call's inner ops included) | "
           "under torch.profiler (self time, ops whose input is such a block)")
-    for name in sorted(set(timer.block) | set(block), key=lambda n: -max(timer.block[n], block[n]))[:10]:
-        print(f"  {name}: {timer.block[name]:.3f} | {block[name]:.3f}")
-    print(f"  all: {sum(timer.block.values()):.3f} | {sum(block.values()):.3f}")
+    for name in sorted(set(timed_block) | set(profiled_block), key=lambda n: -max(timed_block[n], profiled_block[n]))[:10]:
+        print(f"  {name}: {timed_block[name]:.3f} | {profiled_block[name]:.3f}")
+    print(f"  all: {sum(timed_block.values()):.3f} | {sum(profiled_block.values()):.3f}")
     print(f"\nload {os.getloadavg()[0]:.2f} at the end; {time.strftime('%Y-%m-%d %H:%M')}")
 
 
