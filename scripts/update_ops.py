@@ -5,7 +5,7 @@ account of the same update.
     .venv/bin/python scripts/update_ops.py --fp32
 
 The update of tools/bench.py's single-turn step (2 search prompts x 8 rows + 64 trained tokens of
-random ids, loss.policy_update_fast at micro-batch 2, learning rate 0, the heap kept as train.py
+random ids, the rows of scripts/heap_lever.py, loss.policy_update_fast at micro-batch 2, learning rate 0, the heap kept as train.py
 keeps it), run once to warm up and then three times: plain (its wall time), with every aten call
 timed (a dispatch mode below autograd: each call's time includes the calls it makes inside, so
 nothing is counted twice), and under torch.profiler (each op's self time, as bench.profiled
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from machinery.heap import keep_freed_memory  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from policy import BUNDLED, load_model  # noqa: E402
-from sample import Sample  # noqa: E402
+from scripts.heap_lever import rows  # noqa: E402
 from tools import bench  # noqa: E402
 
 
@@ -61,11 +61,8 @@ def timer_account(update, vocabulary_block):
     start = time.perf_counter()
     with timer:
         update()
-    wall, kinds = time.perf_counter() - start, Counter()
-    for name, seconds in timer.seconds.items():
-        kinds[next(k for k, test in bench.KINDS if test(name))] += seconds
-    kinds[bench.OUTSIDE] = max(0.0, wall - sum(kinds.values()))
-    return wall, kinds, timer.block
+    wall = time.perf_counter() - start
+    return wall, bench.by_kind(timer.seconds.items(), wall), timer.block
 
 
 def profiler_account(update, vocabulary_block):
@@ -74,14 +71,13 @@ def profiler_account(update, vocabulary_block):
         start = time.perf_counter()
         update()
         wall = time.perf_counter() - start
-    kinds, block = Counter(), Counter()
-    for event in prof.key_averages(group_by_input_shape=True):
-        seconds = event.self_cpu_time_total / 1e6
-        kinds[next(k for k, test in bench.KINDS if test(event.key))] += seconds
-        if any(is_shape(shape) and math.prod(shape) == vocabulary_block for shape in event.input_shapes):
-            block[event.key] += seconds
-    kinds[bench.OUTSIDE] = max(0.0, wall - sum(kinds.values()))
-    return wall, kinds, block
+    ops = [(event.key, event.self_cpu_time_total / 1e6, event.input_shapes)
+           for event in prof.key_averages(group_by_input_shape=True)]
+    block = Counter()
+    for name, seconds, shapes in ops:
+        if any(is_shape(shape) and math.prod(shape) == vocabulary_block for shape in shapes):
+            block[name] += seconds
+    return wall, bench.by_kind(((name, seconds) for name, seconds, _ in ops), wall), block
 
 
 def main():
@@ -91,18 +87,13 @@ def main():
     keep_freed_memory("cpu")
     model, tok = load_model(BUNDLED, "cpu")
     bf16 = bf16_ok("cpu") and not args.fp32
-    g = torch.Generator().manual_seed(0)
-    rows = [Sample(ids=list(q) + torch.randint(0, 40000, (64,), generator=g).tolist(), mask=[0] * len(q) + [1] * 64,
-                   adv=[0.0] * len(q) + [1.0] * 64) for q in bench.search_prompts(tok, 2)[1] for _ in range(8)]
+    samples = rows(bench.search_prompts(tok, 2)[1], [(64, True)], torch.Generator().manual_seed(0))
 
     def update():
-        bench.forward_backward(model, rows, 2, "cpu", bf16)
+        bench.forward_backward(model, samples, 2, "cpu", bf16)
 
     print(f"{bench.DTYPE_NAMES[bench.compute_dtype('cpu', bf16)]}, load {os.getloadavg()[0]:.2f}", flush=True)
-    update()  # warm-up
-    start = time.perf_counter()
-    update()
-    plain = time.perf_counter() - start
+    plain = bench.timed(update)  # the second of two calls
     block = model.get_input_embeddings().weight.numel()
     (timed, ops, timed_block), (profiled, kinds, profiled_block) = timer_account(update, block), profiler_account(update, block)
     print("\n| the update of 16 rows (s) | every op timed | under torch.profiler |\n|---|---|---|")
