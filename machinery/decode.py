@@ -4,7 +4,8 @@ the episodes with it; read policy.py first.
 Read top to bottom: where a turn ends (the same rule for every path), the plain path
 (`hf_generate_turn`: transformers' `generate`, cut at the turn's end), then the fast path
 (`generate_turn`: a decode loop that prefills the start all prompts share once, then each distinct
-prompt's own tokens once, and writes keys and values into a turn-sized cache).
+prompt's own tokens once, writes keys and values into a turn-sized cache, and on a CPU takes each
+one-token step through `decode_step`, the model's forward written out op by op).
 tests/test_policy.py and tests/test_qwen_style.py check that the two give the same tokens greedy,
 and sample the same distribution (seed for seed where the fast path is given generate's sampler);
 docs/benchmarks.md has their speeds.
@@ -14,8 +15,10 @@ import functools
 import weakref
 
 import torch
+import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.cache_utils import Cache, DynamicLayer
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from machinery.precision import autocast
 
@@ -217,7 +220,7 @@ def sdpa_without_cudnn(model):
 # packed, the weight is laid out in oneDNN's own blocked format once. In bf16 oneDNN runs the
 # Linear either way and the numbers are the same bit for bit; in fp32 F.linear runs MKL, whose
 # sums oneDNN adds up in another order (tests/test_policy.py checks both).
-PACKED = weakref.WeakKeyDictionary()  # nn.Linear -> (its parameters and their versions, dtype, packed weight, bias)
+PACKED = weakref.WeakKeyDictionary()  # key -> (the parameters and their versions, dtype, packed weight, bias)
 
 
 def packable(model, greedy=False):
@@ -235,18 +238,23 @@ def packable(model, greedy=False):
     return not greedy and model.dtype == torch.float32
 
 
-def packed(module):
-    """(weight, bias) of a plain nn.Linear packed for oneDNN in the dtype the turn computes in
-    (cache_dtype: bf16 under autocast), packed again only once a parameter has changed: an
-    optimizer step bumps its version counter."""
-    dtype, params = cache_dtype(module.weight), [t for t in (module.weight, module.bias) if t is not None]
-    kept, kept_dtype = PACKED.get(module, ([], None))[:2]
+def packed(*linears, key=None):
+    """(weight, bias) of plain nn.Linears packed for oneDNN as one Linear (their weights stacked
+    along the outputs: one module's, or q, k and v's for decode_step) in the dtype the turn
+    computes in (cache_dtype: bf16 under autocast), kept under `key` (the one module by default)
+    and packed again only once a parameter has changed: an optimizer step bumps its version counter."""
+    key = linears[0] if key is None else key
+    weights = [m.weight for m in linears]
+    biases = [m.bias for m in linears if m.bias is not None]
+    dtype, params = cache_dtype(weights[0]), weights + biases
+    kept, kept_dtype = PACKED.get(key, ([], None))[:2]
     if kept_dtype != dtype or len(kept) != len(params) or not all(
             ref() is t and version == t._version for (ref, version), t in zip(kept, params)):
-        weight = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach().to(dtype))
-        bias = None if module.bias is None else module.bias.detach().to(dtype)
-        PACKED[module] = [(weakref.ref(t), t._version) for t in params], dtype, weight, bias
-    return PACKED[module][2:]
+        weight = torch.ops.mkldnn._reorder_linear_weight(torch.cat(weights).detach().to(dtype))
+        bias = torch.cat([m.weight.new_zeros(m.out_features) if m.bias is None else m.bias for m in linears]
+                         ).detach().to(dtype) if biases else None
+        PACKED[key] = [(weakref.ref(t), t._version) for t in params], dtype, weight, bias
+    return PACKED[key][2:]
 
 
 def packed_linear(weight, bias, x):
@@ -268,6 +276,120 @@ def packed_linears(model, greedy=False):
     finally:
         for m in linears:
             del m.forward
+
+
+# ---------------------------------------------------------------- one decode step, written out
+# A one-token step through the model's modules makes ~2,000 aten calls for the bundled model's 30
+# layers, whatever the rows, and at one row half of its time goes between the arithmetic
+# (docs/benchmarks.md). decode_step computes the same logits bit for bit with fewer calls: no
+# calls of the layers, attention, MLP and norm modules, no wrappers or mask building per layer,
+# and q, k and v from one Linear where the Linears are packed (three Linears stacked along their
+# outputs give the same sums).
+WRITTEN_OUT = {"LlamaForCausalLM", "Qwen2ForCausalLM"}  # decoders of exactly the shape below
+
+
+def written_out(model):
+    """Whether decode_step can take this model's one-token steps: a Llama or Qwen2 decoder in eval
+    mode on a CPU, every layer attending fully through SDPA (one_token_mask hands it the ready
+    mask), SiLU MLPs, plain nn.Linear projections (no LoRA or other wrapper), and no hooks on the
+    modules it does not call (the model itself and its Linears are called, so their hooks run)."""
+    config, core = model.config, getattr(model, "model", None)
+    return (type(model).__name__ in WRITTEN_OUT and model.device.type == "cpu" and not model.training
+            and config._attn_implementation == "sdpa" and full_attention(config)
+            and config.hidden_act == "silu" and getattr(config, "pretraining_tp", 1) == 1
+            and all(type(m) is torch.nn.Linear for layer in core.layers for m in linears_of(layer))
+            and not any(hooked(m) for m in uncalled(core)) and not any(hasattr(m, "_hf_hook") for m in model.modules())
+            and not (torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks))
+
+
+def linears_of(layer):
+    a, m = layer.self_attn, layer.mlp
+    return a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj
+
+
+def uncalled(core):
+    """The modules whose work decode_step writes out instead of calling them."""
+    yield from (core, core.norm)
+    for layer in core.layers:
+        yield from (layer, layer.input_layernorm, layer.self_attn, layer.post_attention_layernorm, layer.mlp, layer.mlp.act_fn)
+
+
+def hooked(module):
+    return bool(module._forward_hooks or module._forward_pre_hooks)
+
+
+def rms_norm(norm, x):
+    """RMSNorm as transformers' Llama and Qwen2 write it: in fp32, back to x's dtype, times the weight."""
+    y = x.to(torch.float32)
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * y.to(x.dtype)
+
+
+def rotated(x, cos, sin):
+    """Rotary position embedding (RoPE) as transformers applies it: x·cos + rotate_half(x)·sin."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+
+
+def decode_step(model, input_ids, position_ids, mask, cache, fused):
+    """Logits (rows, 1, V) of one token a row (input_ids and position_ids (rows, 1)), its keys and
+    values written into the turn's cache: the model's forward, written out (written_out says for
+    which models). The Linears are called as packed_linears left them; with `fused` (the Linears
+    are packed) q, k and v come from one packed Linear. Under autocast the input of each Linear is
+    cast once, as each Linear would cast it."""
+    core, rows, config = model.model, input_ids.shape[0], model.config
+    heads, width = config.num_attention_heads, config.num_key_value_heads
+    dtype = cache_dtype(core.embed_tokens.weight)
+    h = core.embed_tokens(input_ids)
+    cos, sin = (t.unsqueeze(1) for t in core.rotary_emb(h, position_ids))
+    for layer, cached in zip(core.layers, cache.layers):
+        a, mlp = layer.self_attn, layer.mlp
+        x = rms_norm(layer.input_layernorm, h).to(dtype)
+        qkv = (packed_linear(*packed(a.q_proj, a.k_proj, a.v_proj, key=a), x) if fused else
+               torch.cat([a.q_proj(x), a.k_proj(x), a.v_proj(x)], -1))
+        qkv = qkv.view(rows, 1, heads + 2 * width, a.head_dim).transpose(1, 2)
+        qk = rotated(qkv[:, :heads + width], cos, sin)
+        k, v = cached.update(qk[:, heads:], qkv[:, heads + width:])
+        q = qk[:, :heads].reshape(rows, width, heads // width, a.head_dim)  # one query: grouped per key head
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=a.scaling)
+        h = h + a.o_proj(o.reshape(rows, 1, heads * a.head_dim))
+        x = rms_norm(layer.post_attention_layernorm, h).to(dtype)
+        h = h + mlp.down_proj(F.silu(mlp.gate_proj(x)) * mlp.up_proj(x))
+    return model.lm_head(rms_norm(core.norm, h))
+
+
+@contextlib.contextmanager
+def written_out_steps(model, packed_linears_on):
+    """Within the context the model's one-token forwards with the ready mask (one_token_mask) run
+    decode_step, where written_out says so (q, k and v stacked where the Linears are packed and no
+    hook waits on them); every other forward runs the model's own. The model is still called as a
+    module, so its own hooks see every step."""
+    if not written_out(model):
+        yield
+        return
+    layers = model.model.layers
+    fused = packed_linears_on and not any(hooked(m) for layer in layers for m in linears_of(layer)[:3])
+    own = model.forward
+
+    def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, **kwargs):
+        one_token = (input_ids is not None and input_ids.shape[1] == 1 and position_ids is not None and not kwargs
+                     and attention_mask is not None and attention_mask.dim() == 4
+                     and all(isinstance(c, TurnLayer) for c in getattr(past_key_values, "layers", [None])))
+        if not one_token:
+            return own(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                       past_key_values=past_key_values, **kwargs)
+        logits = decode_step(model, input_ids, position_ids, attention_mask, past_key_values, fused)
+        return CausalLMOutputWithPast(logits=logits, past_key_values=past_key_values)
+
+    kept = model.__dict__.get("forward")
+    model.forward = forward
+    try:
+        yield
+    finally:
+        if kept is None:
+            del model.forward
+        else:
+            model.forward = kept
 
 
 def shared_length(prompts):
@@ -297,7 +419,8 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     for oneDNN instead where packable says so (with native bf16: the same numbers; in fp32 for
     sampled turns: the same up to rounding), kept until an optimizer step changes the weights.
     Tokens are drawn by `draw` (one random number per row); on a CPU each step's mask goes ready
-    (one_token_mask); on a GPU attention runs without cuDNN's kernel (sdpa_without_cudnn).
+    (one_token_mask) and a Llama or Qwen2 model's steps run decode_step (its logits bit for bit,
+    with fewer calls); on a GPU attention runs without cuDNN's kernel (sdpa_without_cudnn).
     `reference=True` runs transformers' `generate` instead: the same tokens for greedy decoding,
     the same distribution when sampling (tests compare the two).
 
@@ -315,7 +438,8 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     ids, attn, pos = left_padded([u[shared:] for u in unique], tok.pad_token_id, model.device)
     ends, texts, tails = end_of_turn_ids(tok, model), token_texts(tok), [""] * len(prefixes)
     new, active = [[] for _ in prefixes], list(range(len(prefixes)))
-    with autocast(str(model.device), bf16), packed_linears(model, greedy), sdpa_without_cudnn(model):
+    with autocast(str(model.device), bf16), packed_linears(model, greedy), sdpa_without_cudnn(model), \
+            written_out_steps(model, packable(model, greedy)):
         cache = turn_cache(model.config, shared + ids.shape[1] + max_new_tokens)
         if shared:  # the start all prompts share, once, its keys/values repeated per prompt
             start = torch.tensor([unique[0][:shared]], device=model.device)

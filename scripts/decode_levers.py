@@ -6,10 +6,10 @@
 
 The bench's 16 rows (2 search prompts x G = 8, as `tools/bench.py --trl` samples them; with
 --one-prompt 16 rows of the first prompt, so no row is padded, as in a one-question step, a
-Sokoban planner turn, whose prompts all have one length) are
+Sokoban planner turn, whose prompts all have one length; with --rows R the first R of them) are
 prefilled once per variant; then `--steps` decode steps are timed, each drawing the next token at
 temperature 1 and running the one-token forward into the turn-sized cache, as
-`machinery.decode.generate_turn` does (no row leaves, so every step has 16 rows). Each variant
+`machinery.decode.generate_turn` does (no row leaves, so every step has all its rows). Each variant
 runs once per round, in the same order, and keeps its best round. Beside the times: the floor of
 the same steps (tools/bench.py: max(FLOPs / matmul peak, bytes / copy bandwidth), both measured
 in this run), and whether the variant's greedy tokens equal the first row's (32 greedy steps).
@@ -29,6 +29,9 @@ in this run), and whether the variant's greedy tokens equal the first row's (32 
                          which runs oneDNN too; in fp32 for sampled turns, the same up to rounding,
                          oneDNN's fp32 kernel adding up otherwise than MKL's, which generate uses;
                          here its greedy rows are packed too, to show whether their tokens change)
+    ... + written-out step  the one-token step written out op by op (decode.decode_step, the fast
+                         path since it was measured here: the model's logits bit for bit, none of
+                         the modules' calls and wrappers; with packed Linears q, k and v from one)
     draw + static cache  every step the same shapes: transformers' static cache layers sized for
                          the turn and a mask over all of it (zeros past the written keys), eager
     ... + torch.compile  the same forward compiled once (dynamic=False): one graph serves every
@@ -83,6 +86,8 @@ VARIANTS = {  # name: (sampler, context for the forward, attention implementatio
     "draw + plain attn": (decode.draw, contextlib.nullcontext, "plain_one_token", False),
     "draw + 4-D mask": (decode.draw, contextlib.nullcontext, "sdpa", True),
     "draw + 4-D mask + packed Linears": (decode.draw, contextlib.nullcontext, "sdpa", True),
+    "draw + 4-D mask + written-out step": (decode.draw, contextlib.nullcontext, "sdpa", True),
+    "draw + 4-D mask + packed Linears + written-out step": (decode.draw, contextlib.nullcontext, "sdpa", True),
 }
 
 
@@ -113,7 +118,9 @@ def decode_steps(model, tok, prompts, steps, bf16, variant, greedy=False):
             torch.manual_seed(0)
             packing = decode.packed_linears(model) if "packed" in variant else contextlib.nullcontext()
             with packing:
-                seconds, tokens = timed_steps(model, cache, logits, attn, pos, steps, sampler, context, mask4, greedy)
+                written = decode.written_out_steps(model, "packed" in variant and decode.packable(model))
+                with written if "written" in variant else contextlib.nullcontext():
+                    seconds, tokens = timed_steps(model, cache, logits, attn, pos, steps, sampler, context, mask4, greedy)
     finally:
         model.config._attn_implementation = loaded
     return seconds, tokens
@@ -201,13 +208,15 @@ def main():
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--one-prompt", action="store_true", help="16 rows of one prompt: no padding")
+    p.add_argument("--rows", type=int, default=16, choices=range(1, 17), metavar="1-16",
+                   help="the first R rows only (1: one prompt, one row)")
     p.add_argument("--variants", nargs="+", choices=[*VARIANTS, *STATIC], help="these rows only (default: all)")
     args = p.parse_args()
     bf16 = bf16_ok("cpu") and not args.fp32
     dtype = torch.bfloat16 if bf16 else torch.float32
     model, tok = load_model(BUNDLED, "cpu")
     prompts = [ids for ids in bench.search_prompts(tok, 2)[1] for _ in range(8)]
-    prompts = prompts[:1] * 16 if args.one_prompt else prompts
+    prompts = (prompts[:1] * 16 if args.one_prompt else prompts)[:args.rows]
     variants = [v for v in args.variants or [*VARIANTS, *STATIC] if bf16 or "plain attn" not in v]
     peak, bandwidth = bench.matmul_gflops("cpu", dtype), bench.bandwidth_gbs("cpu")
     context = max(map(len, prompts)) + 1 + args.steps / 2  # the mean keys of a timed step
@@ -224,7 +233,7 @@ def main():
         best = {v: min(best[v], times[v] or float("inf")) for v in variants}
         print(f"round {r + 1}: " + ", ".join(f"{v} {1e3 * s:.1f} ms" for v, s in times.items() if s), flush=True)
     name = bench.DTYPE_NAMES[dtype]
-    print(f"\n{name}: 16 rows, prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
+    print(f"\n{name}: {len(prompts)} row{'s' * (len(prompts) > 1)}, prompts of {min(map(len, prompts))}-{max(map(len, prompts))} tokens, "
           f"{args.steps} decode steps, best of {args.rounds} rounds; {name} matmul peak {peak:.0f} GFLOP/s, "
           f"copy bandwidth {bandwidth:.1f} GB/s, floor {1e3 * floor:.1f} ms a step\n")
     print(f"| lever ({name}) | ms a step | × floor | vs before | greedy tokens as before |\n|---|---|---|---|---|")

@@ -289,11 +289,11 @@ def test_packed_fp32_linears_compute_within_rounding(model_dir, request):
 
 def test_a_turn_packs_as_packable_says(tiny_model_dir, monkeypatch):
     """generate_turn hands packed_linears whether the turn is greedy: in fp32 a greedy turn packs
-    nothing, a sampled one every Linear."""
+    nothing, a sampled one every Linear, and for its written-out steps each layer's q|k|v."""
     from machinery import decode
     model, tok = load_model(tiny_model_dir, "cpu")
     linears = sum(type(m) is torch.nn.Linear for m in model.modules())
-    for greedy, packed in ((True, 0), (False, linears)):
+    for greedy, packed in ((True, 0), (False, linears + len(model.model.layers))):
         decode.PACKED.clear()
         decode.generate_turn(model, tok, [[5, 6, 7], [8, 9]], 3, greedy=greedy, bf16=False)
         assert len(decode.PACKED) == packed

@@ -223,14 +223,15 @@ def n_params(model):
 
 
 class DtypeProbe:
-    """Records the output dtype of each model's first Linear layer, per phase: the proof that a
-    phase really computes in bf16 (autocast) and not in fp32."""
+    """Records the output dtype of each model's first Linear layer (the LM head and the query, key
+    and value projections aside: a hook on one of those keeps decode.decode_step from stacking
+    them), per phase: the proof that a phase really computes in bf16 (autocast) and not in fp32."""
 
     def __init__(self, *models):
         self.phase, self.seen = None, defaultdict(set)
         for model in filter(None, models):
-            layer = next(m for n, m in model.named_modules()
-                         if isinstance(m, torch.nn.Linear) and "lm_head" not in n)
+            layer = next(m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)
+                         and not n.endswith(("lm_head", "q_proj", "k_proj", "v_proj")))
             layer.register_forward_hook(self._record)
 
     def _record(self, module, inputs, output):
