@@ -267,12 +267,13 @@ def packed_linears(model, greedy=False):
     """Within the context every plain nn.Linear of the model (the LM head too) runs packed_linear
     over its packed weight, checked once here, not at every call (no weight changes within a
     turn), where packable says so (enter it inside the autocast context); elsewhere nothing
-    changes."""
-    linears = [m for m in model.modules() if type(m) is torch.nn.Linear] if packable(model, greedy) else []
+    changes. Yields whether it packed."""
+    packs = packable(model, greedy)
+    linears = [m for m in model.modules() if type(m) is torch.nn.Linear] if packs else []
     for m in linears:
         m.forward = functools.partial(packed_linear, *packed(m))
     try:
-        yield
+        yield packs
     finally:
         for m in linears:
             del m.forward
@@ -331,21 +332,21 @@ def rotated(x, cos, sin):
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
 
 
-def decode_step(model, input_ids, position_ids, mask, cache, fused):
+def decode_step(model, input_ids, position_ids, mask, cache, stacked):
     """Logits (rows, 1, V) of one token a row (input_ids and position_ids (rows, 1)), its keys and
     values written into the turn's cache: the model's forward, written out (written_out says for
-    which models). The Linears are called as packed_linears left them; with `fused` (the Linears
-    are packed) q, k and v come from one packed Linear. Under autocast the input of each Linear is
-    cast once, as each Linear would cast it."""
+    which models). The Linears are called as packed_linears left them; with `stacked` (each
+    layer's packed q|k|v weight and bias, where the Linears are packed) q, k and v come from one
+    packed Linear. Under autocast the input of each Linear is cast once, as each Linear would cast it."""
     core, rows, config = model.model, input_ids.shape[0], model.config
     heads, width = config.num_attention_heads, config.num_key_value_heads
     dtype = cache_dtype(core.embed_tokens.weight)
     h = core.embed_tokens(input_ids)
     cos, sin = (t.unsqueeze(1) for t in core.rotary_emb(h, position_ids))
-    for layer, cached in zip(core.layers, cache.layers):
+    for i, (layer, cached) in enumerate(zip(core.layers, cache.layers)):
         a, mlp = layer.self_attn, layer.mlp
         x = rms_norm(layer.input_layernorm, h).to(dtype)
-        qkv = (packed_linear(*packed(a.q_proj, a.k_proj, a.v_proj, key=a), x) if fused else
+        qkv = (packed_linear(*stacked[i], x) if stacked else
                torch.cat([a.q_proj(x), a.k_proj(x), a.v_proj(x)], -1))
         qkv = qkv.view(rows, 1, heads + 2 * width, a.head_dim).transpose(1, 2)
         qk = rotated(qkv[:, :heads + width], cos, sin)
@@ -359,16 +360,18 @@ def decode_step(model, input_ids, position_ids, mask, cache, fused):
 
 
 @contextlib.contextmanager
-def written_out_steps(model, packed_linears_on):
+def written_out_steps(model, packs):
     """Within the context the model's one-token forwards with the ready mask (one_token_mask) run
-    decode_step, where written_out says so (q, k and v stacked where the Linears are packed and no
-    hook waits on them); every other forward runs the model's own. The model is still called as a
-    module, so its own hooks see every step."""
+    decode_step, where written_out says so (q, k and v stacked where the Linears are packed,
+    `packs`, and no hook waits on them; packed once here, as packed_linears packs); every other
+    forward runs the model's own. The model is still called as a module, so its own hooks see
+    every step."""
     if not written_out(model):
         yield
         return
-    layers = model.model.layers
-    fused = packed_linears_on and not any(hooked(m) for layer in layers for m in linears_of(layer)[:3])
+    attns = [layer.self_attn for layer in model.model.layers]
+    apart = any(hooked(m) for a in attns for m in (a.q_proj, a.k_proj, a.v_proj))
+    stacked = None if apart or not packs else [packed(a.q_proj, a.k_proj, a.v_proj, key=a) for a in attns]
     own = model.forward
 
     def forward(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, **kwargs):
@@ -378,7 +381,7 @@ def written_out_steps(model, packed_linears_on):
         if not one_token:
             return own(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                        past_key_values=past_key_values, **kwargs)
-        logits = decode_step(model, input_ids, position_ids, attention_mask, past_key_values, fused)
+        logits = decode_step(model, input_ids, position_ids, attention_mask, past_key_values, stacked)
         return CausalLMOutputWithPast(logits=logits, past_key_values=past_key_values)
 
     kept = model.__dict__.get("forward")
@@ -438,8 +441,8 @@ def generate_turn(model, tok, prefixes, max_new_tokens, temperature=1.0, top_p=1
     ids, attn, pos = left_padded([u[shared:] for u in unique], tok.pad_token_id, model.device)
     ends, texts, tails = end_of_turn_ids(tok, model), token_texts(tok), [""] * len(prefixes)
     new, active = [[] for _ in prefixes], list(range(len(prefixes)))
-    with autocast(str(model.device), bf16), packed_linears(model, greedy), sdpa_without_cudnn(model), \
-            written_out_steps(model, packable(model, greedy)):
+    with autocast(str(model.device), bf16), packed_linears(model, greedy) as packs, \
+            sdpa_without_cudnn(model), written_out_steps(model, packs):
         cache = turn_cache(model.config, shared + ids.shape[1] + max_new_tokens)
         if shared:  # the start all prompts share, once, its keys/values repeated per prompt
             start = torch.tensor([unique[0][:shared]], device=model.device)

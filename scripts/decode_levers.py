@@ -116,11 +116,10 @@ def decode_steps(model, tok, prompts, steps, bf16, variant, greedy=False):
             out.past_key_values.batch_select_indices(row_of)
             logits, attn, pos = out.logits[row_of, -1], attn[row_of], pos[row_of, -1]
             torch.manual_seed(0)
-            packing = decode.packed_linears(model) if "packed" in variant else contextlib.nullcontext()
-            with packing:
-                written = decode.written_out_steps(model, "packed" in variant and decode.packable(model))
-                with written if "written" in variant else contextlib.nullcontext():
-                    seconds, tokens = timed_steps(model, cache, logits, attn, pos, steps, sampler, context, mask4, greedy)
+            packing = decode.packed_linears(model) if "packed" in variant else contextlib.nullcontext(False)
+            with packing as packs, decode.written_out_steps(model, packs) if "written" in variant else \
+                    contextlib.nullcontext():
+                seconds, tokens = timed_steps(model, cache, logits, attn, pos, steps, sampler, context, mask4, greedy)
     finally:
         model.config._attn_implementation = loaded
     return seconds, tokens

@@ -2,33 +2,23 @@
 Llama and a Qwen2 (biases on q, k, v), grouped and plain attention, fp32 and bf16, the Linears as
 F.linear computes them or packed (q, k and v stacked into one packed Linear), and only for the
 models written_out admits."""
-import contextlib
-
 import pytest
 import torch
 
 from policy import load_model
-from test_policy import NATIVE_BF16, random_biases
+from test_policy import NATIVE_BF16, random_biases, turn_logits
 
 
 def steps(model, one_token, bf16, packed, fused):
-    """Logits of three one-token steps after a padded prefill, each step by `one_token`
-    ("model": the model's forward; "written": decode_step), the Linears packed or not."""
-    from machinery import decode
-    from machinery.precision import autocast
-    ids, attn, pos = decode.left_padded([[5, 6, 7, 8, 9], [11, 12, 13]], 0, "cpu")
-    cache, out = decode.turn_cache(model.config, 9), []
-    with torch.no_grad(), autocast("cpu", bf16), decode.packed_linears(model) if packed else contextlib.nullcontext():
-        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache).logits[:, -1]
-        pos = pos[:, -1:]
-        with decode.written_out_steps(model, fused) if one_token == "written" else contextlib.nullcontext():
-            for _ in range(3):
-                token = logits.float().argmax(-1)
-                attn, pos = torch.cat([attn, attn.new_ones(2, 1)], 1), pos + 1
-                logits = model(input_ids=token[:, None], attention_mask=decode.one_token_mask(model, attn),
-                               position_ids=pos, past_key_values=cache).logits[:, -1]
-                out.append(logits)
-    return out
+    """Logits of a padded prefill and three one-token steps (test_policy.turn_logits), each step
+    by `one_token` ("model": the model's forward; "written": decode_step), the Linears packed or
+    not; packed but not `fused`, a hook on a query projection keeps q, k and v apart."""
+    query = model.model.layers[0].self_attn.q_proj
+    hook = query.register_forward_hook(lambda *a: None) if packed and not fused else None
+    try:
+        return turn_logits(model, packed, bf16, written=one_token == "written", steps=3)
+    finally:
+        hook and hook.remove()
 
 
 def random_norms(model):

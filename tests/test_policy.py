@@ -194,19 +194,24 @@ needs_native_bf16 = pytest.mark.skipif(not NATIVE_BF16, reason="oneDNN packs bf1
                                        "with native bf16 (AVX512-BF16, AMX); elsewhere nothing is packed")
 
 
-def turn_logits(model, packed, bf16=True):
-    """Logits of a padded prefill and two one-token steps (bf16 autocast, or fp32), the Linears
-    packed (decode.packed_linears, a sampled turn) or as F.linear computes them."""
-    from machinery.decode import left_padded, packed_linears, turn_cache
+def turn_logits(model, packed, bf16=True, written=False, steps=2):
+    """Logits of a padded prefill and `steps` one-token steps (bf16 autocast, or fp32; each step
+    with the mask the decode loop hands it, decode.one_token_mask), the Linears packed
+    (decode.packed_linears, a sampled turn) or as F.linear computes them; with `written`, the
+    steps through decode.decode_step (decode.written_out_steps)."""
+    from machinery.decode import left_padded, one_token_mask, packed_linears, turn_cache, written_out_steps
     from machinery.precision import autocast
     ids, attn, pos = left_padded([[5, 6, 7, 8, 9], [11, 12, 13]], 0, "cpu")
-    out, cache = [], turn_cache(model.config, 8)
-    with torch.no_grad(), autocast("cpu", bf16), packed_linears(model) if packed else contextlib.nullcontext():
-        for _ in range(3):
-            logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache).logits
+    out, cache = [], turn_cache(model.config, 6 + steps)
+    with torch.no_grad(), autocast("cpu", bf16), packed_linears(model) if packed else contextlib.nullcontext(False) \
+            as packs, written_out_steps(model, packs) if written else contextlib.nullcontext():
+        mask = attn
+        for _ in range(1 + steps):
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache).logits
             out.append(logits)
             ids, pos = logits[:, -1:].argmax(-1), pos[:, -1:] + 1
             attn = torch.cat([attn, attn.new_ones(2, 1)], 1)
+            mask = one_token_mask(model, attn)
         assert all(("forward" in m.__dict__) == packed for m in model.modules() if type(m) is torch.nn.Linear)
     return out
 
