@@ -50,6 +50,27 @@ def rows(prompts, parts, g):
     return out
 
 
+def updates(prompts):
+    """The two updates timed: the bench's single-turn step and a two-turn one, seed 0."""
+    g = torch.Generator().manual_seed(0)
+    return {TIMED[0]: rows(prompts, [(64, True)], g),
+            TIMED[1]: rows(prompts, [(64, True), (160, False), (64, True)], g)}
+
+
+def summed_gradient(model, samples, bf16, micro_batch_size=2):
+    """loss.policy_update_fast at learning rate 0; the summed absolute gradient it steps with."""
+    grads = []
+
+    class Keep(torch.optim.SGD):
+        def step(self):
+            grads.append(sum(p.grad.double().abs().sum().item() for p in model.parameters()))
+            model.zero_grad(set_to_none=True)
+
+    policy_update_fast(model, Keep(model.parameters(), lr=0.0), samples,
+                       Args(micro_batch_size=micro_batch_size, temperature=1.0, beta=0.0, device="cpu", bf16=bf16))
+    return grads[0]
+
+
 def twice(fn):
     """(seconds, page faults, result) of the second of two calls."""
     fn()
@@ -65,25 +86,9 @@ def child(variant, fp32):
     bf16 = bf16_ok("cpu") and not fp32
     model, tok = load_model(BUNDLED, "cpu")
     prompts = bench.search_prompts(tok, 2)[1]
-    g = torch.Generator().manual_seed(0)
-    shapes = {TIMED[0]: rows(prompts, [(64, True)], g),
-              TIMED[1]: rows(prompts, [(64, True), (160, False), (64, True)], g)}
     out = {"heap_kept": kept}
-
-    def update(samples):
-        grads = []
-
-        class Keep(torch.optim.SGD):
-            def step(self):
-                grads.append(sum(p.grad.double().abs().sum().item() for p in model.parameters()))
-                model.zero_grad(set_to_none=True)
-
-        policy_update_fast(model, Keep(model.parameters(), lr=0.0), samples,
-                           Args(micro_batch_size=2, temperature=1.0, beta=0.0, device="cpu", bf16=bf16))
-        return grads[0]
-
-    for name, samples in shapes.items():
-        out[name] = twice(lambda: update(samples))
+    for name, samples in updates(prompts).items():
+        out[name] = twice(lambda: summed_gradient(model, samples, bf16))
 
     def turn():
         torch.manual_seed(0)
