@@ -7,13 +7,14 @@ how much a larger micro-batch buys, and what memory it costs.
 Each process loads the bundled model, keeps freed memory as train.py does, and runs, twice each
 (the second one timed): the update of tools/bench.py's single-turn step (2 search prompts x G = 8
 rows + 64 trained tokens) and of a two-turn step (64 trained + 160 tool-result tokens + 64
-trained), the rows of scripts/heap_lever.py, loss.policy_update_fast with learning rate 0 at
-`--micro-batch-size` M. The fraction of the matmul peak counts the work as tools/bench.py does (6 x
-parameters x the tokens an update must run: each distinct prompt once, every token after it;
-no optimizer step, so higher than the bench's update column), against the matmul peak measured
-here before the first process and after the last, the higher of the two (as the bench takes it). Micro-batches only change the order in
-which gradients add up, so the gradients must agree up to rounding (relative difference of the
-summed absolute gradient against the first size's).
+trained), the rows of scripts/heap_lever.py, loss.policy_update_fast with learning rate 0 at M
+rows a micro-batch, for each M of --sizes. The fraction of the matmul peak counts the work as
+tools/bench.py does (6 x parameters x the tokens an update must run: each distinct prompt once,
+every token after it; no optimizer step, so higher than the bench's update column), against the
+matmul peak measured before the first process and after the last, the higher of the two (as the
+bench takes it). Micro-batches only change the order in which gradients add up, so the gradients
+must agree up to rounding (relative difference of the summed absolute gradient against the first
+size's).
 """
 import argparse
 import json
@@ -45,7 +46,8 @@ def child(size, fp32):
     out = {"params": sum(p.numel() for p in model.parameters())}
     for name, samples in updates(prompts).items():
         seconds, _, grad = twice(lambda: summed_gradient(model, samples, bf16, size))
-        tokens = sum(len(s.ids) for s in samples) - 7 * sum(map(len, prompts))  # each prompt once
+        per_prompt = len(samples) // len(prompts)
+        tokens = sum(len(s.ids) for s in samples) - (per_prompt - 1) * sum(map(len, prompts))  # each prompt once
         out[name] = [seconds, grad, tokens]
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
@@ -58,8 +60,10 @@ def main():
     p.add_argument("--sizes", type=int, nargs="+", default=SIZES)
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.child:
+    if args.child is not None:
         return child(args.child, args.fp32)
+    if args.rounds < 1 or min(args.sizes) < 1:
+        p.error("--rounds and every --sizes value must be at least 1")
     bf16 = bf16_ok("cpu") and not args.fp32
     dtype = torch.bfloat16 if bf16 else torch.float32
     peak = bench.matmul_gflops("cpu", dtype)
