@@ -80,6 +80,21 @@ def twice(fn):
     return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults, out
 
 
+def alternating(script, variants, rounds, extra, report):
+    """{variant: [the JSON line of each process]}: `script --child VARIANT` in a fresh process once per
+    variant and round, the order reversed every other round; report(round, variant, load, that line)
+    after each."""
+    runs = {v: [] for v in variants}
+    for r in range(rounds):
+        for variant in (variants if r % 2 == 0 else variants[::-1]):
+            load = os.getloadavg()[0]
+            line = subprocess.run([sys.executable, script, "--child", str(variant), *extra],
+                                  capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+            runs[variant].append(json.loads(line))
+            report(r + 1, variant, load, runs[variant][-1])
+    return runs
+
+
 def child(variant, fp32):
     """One process: the three timings, a checksum of each result, peak memory, as a JSON line."""
     kept = keep_freed_memory("cpu") if variant == VARIANTS[1] else False
@@ -108,16 +123,11 @@ def main():
     args = p.parse_args()
     if args.child:
         return child(args.child, args.fp32)
-    runs = {v: [] for v in VARIANTS}
-    for r in range(args.rounds):
-        for variant in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):
-            load = os.getloadavg()[0]
-            line = subprocess.run([sys.executable, __file__, "--child", variant] + ["--fp32"] * args.fp32,
-                                  capture_output=True, text=True, check=True).stdout.splitlines()[-1]
-            runs[variant].append(json.loads(line))
-            print(f"round {r + 1}, {variant} (load {load:.2f}): " + ", ".join(
-                f"{k} {runs[variant][-1][k][0]:.2f} s ({runs[variant][-1][k][1]} faults)" for k in TIMED),
-                flush=True)
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    runs = alternating(__file__, VARIANTS, args.rounds, ["--fp32"] * args.fp32, lambda r, variant, load, run: print(
+        f"round {r}, {variant} (load {load:.2f}): " + ", ".join(
+            f"{k} {run[k][0]:.2f} s ({run[k][1]} faults)" for k in TIMED), flush=True))
     dtype = "bf16" if bf16_ok("cpu") and not args.fp32 else "fp32"
     print(f"\n{dtype}, each row: best (mean) seconds of {args.rounds} processes per heap, page faults of the best\n")
     print(f"| | {' | '.join(VARIANTS)} | kept vs own |\n|---|---|---|---|")

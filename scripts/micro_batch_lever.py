@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 
 import torch
@@ -29,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from machinery.heap import keep_freed_memory  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from policy import BUNDLED, load_model  # noqa: E402
-from scripts.heap_lever import TIMED, summed_gradient, twice, updates  # noqa: E402
+from scripts.heap_lever import TIMED, alternating, summed_gradient, twice, updates  # noqa: E402
 from tools import bench  # noqa: E402
 
 SIZES = (2, 4, 8, 16)
@@ -68,15 +67,9 @@ def main():
     dtype = torch.bfloat16 if bf16 else torch.float32
     peak = bench.matmul_gflops("cpu", dtype)
     print(f"{bench.DTYPE_NAMES[dtype]} matmul peak {peak:.0f} GFLOP/s; load {os.getloadavg()[0]:.2f}", flush=True)
-    runs = {m: [] for m in args.sizes}
-    for r in range(args.rounds):
-        for size in (args.sizes if r % 2 == 0 else args.sizes[::-1]):
-            load = os.getloadavg()[0]
-            line = subprocess.run([sys.executable, __file__, "--child", str(size)] + ["--fp32"] * args.fp32,
-                                  capture_output=True, text=True, check=True).stdout.splitlines()[-1]
-            runs[size].append(json.loads(line))
-            print(f"round {r + 1}, micro-batch {size} (load {load:.2f}): " + ", ".join(
-                f"{k} {runs[size][-1][k][0]:.2f} s" for k in SHAPES), flush=True)
+    runs = alternating(__file__, args.sizes, args.rounds, ["--fp32"] * args.fp32, lambda r, size, load, run: print(
+        f"round {r}, micro-batch {size} (load {load:.2f}): " + ", ".join(f"{k} {run[k][0]:.2f} s" for k in SHAPES),
+        flush=True))
     peak = max(peak, bench.matmul_gflops("cpu", dtype))
     print(f"\n{bench.DTYPE_NAMES[dtype]}, best (mean) seconds of {args.rounds} processes per size; "
           f"% of the matmul peak ({peak:.0f} GFLOP/s) at the best\n")

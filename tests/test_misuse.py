@@ -216,6 +216,16 @@ class Parsed(Exception):
     """Raised once a command's own parser accepted its flags: the work itself is not run."""
 
 
+@pytest.mark.parametrize("argv", [["scripts/micro_batch_lever.py", "--sizes", "0", "4"],
+                                  ["scripts/micro_batch_lever.py", "--rounds", "0"],
+                                  ["scripts/heap_lever.py", "--rounds", "0"]])
+def test_the_lever_scripts_refuse_nothing_to_time_in_one_line(argv):
+    """A size of 0 once made micro_batch_lever's child run the whole sweep, and no rounds left
+    the tables empty: both are refused before anything runs."""
+    p = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "at least 1" in p.stderr.splitlines()[-1] and "Traceback" not in p.stderr
+
+
 def test_every_documented_command_names_a_file_and_its_flags_parse():
     """Each `python FILE ...` of the README and docs/: FILE exists and its flags parse with FILE's
     own parser (train.py's also pass their checks; the train.py flags after a compare.py `--`
