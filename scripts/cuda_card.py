@@ -9,18 +9,18 @@ default the bundled model's). A random model rarely ends a turn, so every turn r
 tokens: the slowest case. Six sections, each timed, each failing on its own:
 
 1. decode: 64 rows (8 search prompts x G = 8) of 256 new tokens, our decode loop
-   (machinery/decode.generate_turn) against transformers' `generate` (reference=True), greedy in
-   bf16 and in fp32 (rows with identical tokens counted) and sampled at T = 0.9; each decode step
-   against its floor (bench.decode_work over the matmul peak, bf16 where native, and the copy
-   bandwidth, both measured there);
+   (machinery/decode.generate_turn; on a GPU its steps replay a CUDA graph) against transformers'
+   `generate` (reference=True), greedy in bf16 and in fp32 (rows with identical tokens counted)
+   and sampled at T = 0.9; each decode step against its floor (bench.decode_work over the matmul
+   peak, bf16 where native, and the copy bandwidth, both measured there);
 2. new lengths: turns at key lengths not seen before (new_lengths_section), our loop with and
    without cuDNN's attention and `generate`, and an update's micro-batch with and without it:
    the cost of cuDNN's graph per new shape;
 3. the card's step: `train.py` with the README's GPU settings for 3 steps: seconds per phase, every
    turn's decode steps, peak GPU memory (allocated and reserved), the final checkpoint's save;
 4. `tools/bench.py --trl --json --betas 0` at the card's settings (needs TRL);
-5. graphed: a greedy turn over a static cache whose step is captured once as a CUDA graph and
-   replayed (graphed_turn), against our loop, bf16 and fp32: ms a step, rows with equal tokens;
+5. graphed: greedy turns of our loop with its steps replayed as one CUDA graph (decode.GraphedSteps,
+   the default on a GPU) against the loop without graphs, bf16 and fp32: ms a step, equal rows;
 6. `generate` over a static cache, which transformers compiles on a GPU (mode "reduce-overhead":
    CUDA graphs), against eager `generate`, greedy, on bf16 weights: the compile, the time after
    it, and whether the tokens agree.
@@ -44,9 +44,7 @@ import torch  # noqa: E402
 
 import qwen_style  # noqa: E402
 import train  # noqa: E402
-from transformers.cache_utils import Cache  # noqa: E402
 
-from decode_levers import AutocastStaticLayer  # noqa: E402
 from machinery import decode  # noqa: E402
 from machinery.decode import generate_turn  # noqa: E402
 from machinery.precision import autocast, bf16_ok  # noqa: E402
@@ -131,8 +129,9 @@ def swapped(module, name, value):
 
 def new_lengths_section(path, device, s, folder, out, turns=3):
     """Greedy bf16 turns at key lengths not seen before in the process (the prompts one token
-    shorter at every turn), in turn: our loop as it runs on a GPU (attention without cuDNN's
-    backend: decode.sdpa_without_cudnn), our loop with cuDNN's attention allowed, and `generate`.
+    shorter at every turn), in turn: our loop without CUDA graphs (graphed=False: every step meets
+    a new key length) and attention without cuDNN's backend (decode.sdpa_without_cudnn), the same
+    with cuDNN's attention allowed, and `generate`.
     cuDNN builds a graph for every new shape; on the H100 steps at new key lengths took 64-78 ms,
     at lengths seen before 19-26 ms. Per turn: ms a decode step and the caching allocator's device
     allocations; then an update's micro-batch at new lengths, forward and backward, with and
@@ -149,7 +148,7 @@ def new_lengths_section(path, device, s, folder, out, turns=3):
     with swapped(decode, "sdpa_without_cudnn", allowed), \
             torch.profiler.profile(activities=activities) as prof:
         cut += 1
-        timed_turn(model, tok, [p[:-cut] for p in base], 32, greedy=True)
+        timed_turn(model, tok, [p[:-cut] for p in base], 32, greedy=True, graphed=False)
     with open(os.path.join(folder, "prof_new_lengths.txt"), "w") as f:
         f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=60))
     for turn in range(turns):
@@ -158,7 +157,7 @@ def new_lengths_section(path, device, s, folder, out, turns=3):
             memory = torch.cuda.memory_stats() if device.startswith("cuda") else {}
             with swapped(decode, "sdpa_without_cudnn", attention):
                 took, new = timed_turn(model, tok, [p[:-cut] for p in base], s.tokens, greedy=True,
-                                       reference=name == "generate")
+                                       reference=name == "generate", graphed=False)
             row = dict(variant=name, turn=turn, ms=round(1e3 * took / max(max(map(len, new)) - 1, 1), 2))
             if memory:
                 row["device_allocations"] = torch.cuda.memory_stats()["num_device_alloc"] - memory["num_device_alloc"]
@@ -251,71 +250,20 @@ def bench_section(path, device, s, folder, out):
 
 
 @torch.no_grad()
-def graphed_turn(model, tok, prompts, max_new_tokens, bf16):
-    """A greedy turn over transformers' static cache (decode_levers.AutocastStaticLayer), every
-    row through every step: each step has the same shapes (the whole turn's keys under a ready
-    (rows, 1, 1, keys) mask, the next column set in place), so on a GPU one step's forward is
-    captured once as a CUDA graph and replayed: the host launches one graph a step instead of
-    every kernel of 24 layers. Elsewhere the same static step runs eagerly (a CPU checks the
-    bookkeeping). Autocast without its weight cache: a captured step casts the weights itself.
-    Returns (seconds a step after the first, new ids per row)."""
-    ids, attn, pos = decode.left_padded(prompts, tok.pad_token_id, model.device)
-    width = ids.shape[1] + max_new_tokens
-    amp = torch.autocast(model.device.type, torch.bfloat16, enabled=bf16 and bf16_ok(str(model.device)),
-                         cache_enabled=False)
-    with amp:
-        cache = Cache(layers=[AutocastStaticLayer(max_cache_len=width) for _ in range(model.config.num_hidden_layers)])
-        padded = torch.nn.functional.pad(attn, (0, max_new_tokens))
-        logits = model(input_ids=ids, attention_mask=padded, position_ids=pos, past_key_values=cache,
-                       logits_to_keep=1).logits[:, -1]
-    token, position, mask = logits.float().argmax(-1)[:, None], pos[:, -1:] + 1, padded.bool()[:, None, None, :]
-    mask[..., ids.shape[1]] = True  # the first new token's own key
-
-    def step():
-        with amp:
-            return model(input_ids=token, position_ids=position, attention_mask=mask,
-                         past_key_values=cache).logits[:, -1]
-
-    warm = torch.cuda.Stream() if model.device.type == "cuda" else None
-    if warm:  # capture wants the step warmed up on a side stream, after the prefill
-        warm.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(warm) if warm else contextlib.nullcontext():
-        step(), step()
-    for layer in cache.layers:  # the warm-up's writes past the prompt are masked, then overwritten
-        layer.cumulative_length.fill_(ids.shape[1])
-    if warm:
-        torch.cuda.current_stream().wait_stream(warm)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            captured = step()
-    new, start = [[t] for t in token[:, 0].tolist()], None
-    for i in range(1, max_new_tokens):
-        if warm:
-            graph.replay()
-            logits = captured
-        else:
-            logits = step()
-        token.copy_(logits.float().argmax(-1)[:, None])
-        for row, t in zip(new, token[:, 0].tolist()):
-            row.append(t)
-        position.add_(1)
-        mask[..., ids.shape[1] + i] = True
-        start = start or time.perf_counter()
-    return (time.perf_counter() - start) / max(max_new_tokens - 2, 1), new
-
-
 def graphed_section(path, device, s, prompts, out):
-    """Greedy turns of graphed_turn (a CUDA graph a step) against our decode loop, bf16 and fp32:
-    ms a decode step, and rows whose tokens equal the loop's."""
+    """Greedy turns of our decode loop with its steps replayed as one CUDA graph (the default on a
+    GPU: decode.GraphedSteps) against the same loop without (graphed=False, the loop as before),
+    bf16 and fp32: ms a decode step (the turn over its tokens, prefill and capture included) and
+    rows whose tokens agree. On a CPU the graphed path's fixed-shape steps run eagerly."""
     model, tok = load_model(path, device)
     rows = {}
     for bf16 in (True, False):
         kind = "bf16" if bf16 else "fp32"
-        ours_seconds, ours = timed_turn(model, tok, prompts, s.tokens, greedy=True, bf16=bf16)
-        seconds, new = graphed_turn(model, tok, prompts, s.tokens, bf16)
-        same = sum(a == b for a, b in zip(ours, new))
-        rows[kind] = dict(ours_ms=round(1e3 * ours_seconds / (s.tokens - 1), 2), graphed_ms=round(1e3 * seconds, 2),
-                          rows_identical=f"{same}/{len(prompts)}")
+        loop_seconds, loop = timed_turn(model, tok, prompts, s.tokens, greedy=True, bf16=bf16, graphed=False)
+        seconds, new = timed_turn(model, tok, prompts, s.tokens, greedy=True, bf16=bf16, graphed=True)
+        same = sum(a == b for a, b in zip(loop, new))
+        rows[kind] = dict(loop_ms=round(1e3 * loop_seconds / s.tokens, 2),
+                          graphed_ms=round(1e3 * seconds / s.tokens, 2), rows_identical=f"{same}/{len(prompts)}")
         print(f"graphed {kind}: {rows[kind]}", flush=True)
     out["graphed"] = rows
 

@@ -256,6 +256,24 @@ def test_decode_clock_times_one_token_forwards_in_the_generate_phase(tiny_model_
     assert [s[1:] for s in clock.take()] == [bench.decode_work(model, 2, c, torch.float32) for c in (6, 7)]
 
 
+def test_decode_clock_times_the_steps_a_gpu_replays_as_a_graph(tiny_model_dir):
+    """A replayed CUDA graph calls no forward (decode.GraphedSteps): the clock notes those steps
+    where they are called, once each, with the keys they attend. Here they run eagerly (graphed=
+    True on a CPU): as many steps, of the same rows and keys, as the loop's forwards give."""
+    from machinery.decode import generate_turn
+    from policy import load_model
+    model, tok = load_model(tiny_model_dir, "cpu")
+    probe = bench.DtypeProbe(model)
+    clock = bench.DecodeClock(model, probe, torch.float32)
+    prompts = [[5, 6, 7], [8, 9], [5, 6, 7]]
+    work = {}
+    for graphed in (False, True):
+        with probe("generate"):
+            generate_turn(model, tok, prompts, 6, greedy=True, bf16=False, graphed=graphed)
+        work[graphed] = [s[1:] for s in clock.take()]
+    assert len(work[True]) == 4 and work[True] == work[False]
+
+
 def test_decode_summary_is_the_mean_step_against_the_mean_floor():
     # two steps of 30 and 10 ms; floors 10 ms (reads) and 5 ms (FLOPs) at 100 GFLOP/s, 10 GB/s
     logs = [{"decode": [(0.03, 1e8, 1e8)]}, {"decode": [(0.01, 5e8, 1e7)]}, {}]

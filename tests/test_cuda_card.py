@@ -1,5 +1,5 @@
 """scripts/cuda_card.py, the card's command timed on a GPU, rehearsed on a CPU (--tiny): its
-sections run (the static-cache one too, uncompiled on a CPU; new_lengths with its profile),
+sections run (graphed and the static-cache one too, eager on a CPU; new_lengths with its profile),
 greedy tokens of our loop equal generate's in fp32, every turn of train.py is timed, and the
 update really runs on a random model (vary_rewards), whose own rewards would leave every
 advantage 0."""
@@ -22,7 +22,7 @@ def test_the_card_rehearses_on_a_cpu_and_its_update_runs(tmp_path):
     out = card(tmp_path)
     assert not [k for k in out if k.endswith("_error")], out
     assert set(out["seconds"]) == {"decode", "new_lengths", "train", "graphed", "compiled"}
-    assert out["graphed"]["fp32"]["rows_identical"] == "8/8"  # the static step, eager on a CPU
+    assert out["graphed"]["fp32"]["rows_identical"] == "8/8"  # GraphedSteps, eager on a CPU
     assert {k for k in out["compiled_generate"] if k.startswith("static")} == {
         "static cache, first call (compiles)", "static cache, second call"}  # on a CPU: not compiled
     assert [r["variant"] for r in out["new_lengths"]] == ["ours", "ours, cuDNN attention allowed", "generate",

@@ -304,6 +304,76 @@ def test_a_turn_packs_as_packable_says(tiny_model_dir, monkeypatch):
         assert len(decode.PACKED) == packed
 
 
+@pytest.mark.parametrize("model_dir", ["tiny_model_dir", "qwen_base_dir"])
+def test_graphed_steps_decode_as_generate(model_dir, request, monkeypatch):
+    """The steps a GPU replays as one CUDA graph (decode.GraphedSteps), run eagerly here: rows stay
+    in the batch to the turn's end and attend over the turn's whole width under the ready mask.
+    Llama- and Qwen-style, a shared start, rows of other lengths and rows that stop early: the
+    greedy tokens are generate's in fp32, every step after the prefill has every row, and while no
+    row stops every step's logits are the loop's (a tiny random model's tokens barely depend on
+    positions or earlier keys, so the logits are compared too)."""
+    model, tok = load_model(request.getfixturevalue(model_dir), "cpu")
+    start = list(range(100, 140))
+    prompts = [start + [5, 6, 7], start + [9], start + [5, 6, 7], start + [11, 12, 13, 14, 15]]
+    ends = set()
+    monkeypatch.setattr("machinery.decode.end_of_turn_ids", lambda tok, model: frozenset(ends))
+    calls = []
+    hook = model.register_forward_hook(lambda m, a, k, out: calls.append((k["input_ids"].shape, out.logits[:, -1])),
+                                       with_kwargs=True)
+    loop = generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, graphed=False)
+    steps, calls[:] = [logits for _, logits in calls[2:]], []
+    assert generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, graphed=True) == loop
+    assert len(calls[2:]) == len(steps) == 9
+    for (_, ours), theirs in zip(calls[2:], steps):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
+    ends.add(loop[1][-1])
+    ref = generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, reference=True)
+    calls[:] = []
+    ours = generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, graphed=True)
+    hook.remove()
+    assert ours == ref and len({len(r) for r in ref}) > 1
+    assert [tuple(shape) for shape, _ in calls[2:]] == [(4, 1)] * (max(map(len, ref)) - 1)
+
+
+def test_a_fixed_shape_cache_zeroes_its_unwritten_keys():
+    """TurnLayer.fix_shape: from then on a step writes its key at the position held on the device
+    and returns the turn's whole buffer; the buffer past the prompt is zeroed (a masked key still
+    enters attention's sums times 0, and 0 x NaN is NaN)."""
+    from machinery.decode import TurnLayer
+    layer = TurnLayer(6)
+    keys = torch.arange(24.).view(1, 2, 3, 4)
+    layer.update(keys, -keys)
+    layer.key_buffer[:, :, 3:] = float("nan")
+    layer.value_buffer[:, :, 3:] = float("nan")
+    layer.fix_shape()
+    k, v = layer.update(torch.full((1, 2, 1, 4), 7.), torch.full((1, 2, 1, 4), 8.))
+    assert k.shape == v.shape == (1, 2, 6, 4) and layer.at.tolist() == [4]
+    assert torch.equal(k[:, :, :3], keys) and torch.equal(v[:, :, :3], -keys)
+    assert (k[:, :, 3] == 7).all() and (v[:, :, 3] == 8).all()
+    assert not k[:, :, 4:].any() and not v[:, :, 4:].any()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_cuda_turn_replays_a_graph_and_keeps_the_tokens(tiny_model_dir, bf16, monkeypatch):
+    """On a GPU the steps are captured once and replayed (decode.GraphedSteps): the greedy tokens
+    of the same steps run eagerly (the capture switched off), and in fp32 those of `generate`."""
+    from machinery import decode
+    model, tok = load_model(tiny_model_dir, "cuda")
+    prompts = [[5, 6, 7], [8, 9], [5, 6, 7], [10, 11, 12, 13]]
+    captured, capture = [], decode.GraphedSteps.capture
+    monkeypatch.setattr(decode.GraphedSteps, "capture", lambda self: (captured.append(1), capture(self)))
+    graphed = decode.generate_turn(model, tok, prompts, 24, greedy=True, bf16=bf16)
+    assert captured and all(len(row) == 24 for row in graphed)
+
+    def eager(self):
+        self.graph = None
+    monkeypatch.setattr(decode.GraphedSteps, "capture", eager)
+    assert graphed == decode.generate_turn(model, tok, prompts, 24, greedy=True, bf16=bf16)
+    if not bf16:
+        assert graphed == decode.generate_turn(model, tok, prompts, 24, greedy=True, bf16=False, reference=True)
+
+
 @pytest.mark.parametrize("bf16", [False, True])
 def test_greedy_equals_generate_on_the_bundled_model(bf16, monkeypatch):
     """Real search and Sokoban prompts of different lengths, repeated as in a group, with the

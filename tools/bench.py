@@ -48,8 +48,8 @@ each of its G rows, padding) is not counted, so it shows as lost speed.
 A forward hook on the first Linear layer records the dtype each phase really computes in.
 
 The floors (--trl): a copy of 512 MB measures the memory bandwidth beside the matmul peak. A
-decode step (DecodeClock: from one one-token forward to the next, sampling included, hooked the
-same way on both sides) can take no less than max(FLOPs / peak, bytes read / bandwidth): every
+decode step (DecodeClock: from one one-token forward to the next, or one replayed CUDA graph to
+the next, sampling included, hooked the same way on both sides) can take no less than max(FLOPs / peak, bytes read / bandwidth): every
 Linear weight (LM head included) read once in the compute dtype, 2 FLOPs per weight per row,
 and the keys/values of every row read once (decode_work). Each side's mean decode step is
 printed beside its floor and as a multiple of it; the update's multiple is FLOPs / peak.
@@ -66,6 +66,7 @@ import random
 import resource
 import tempfile
 import time
+import weakref
 from collections import Counter, defaultdict
 from dataclasses import replace
 
@@ -86,7 +87,7 @@ from loss import fill_logprobs_fast, policy_update_fast
 from machinery.heap import keep_freed_memory
 from machinery.precision import bf16_ok
 from sample import Sample
-from machinery.decode import generate_turn
+from machinery.decode import GraphedSteps, generate_turn
 from policy import BUNDLED, bundled_model_dir, load_model, prompt_ids
 from train import Args
 from machinery.cli import one_line
@@ -179,11 +180,36 @@ class DecodeClock:
     (decode_work) is counted for the same rows and context."""
 
     def __init__(self, model, probe, dtype):
-        self.model, self.probe, self.dtype, self.calls = model, probe, dtype, []
+        self.model, self.probe, self.dtype, self.calls, self.quiet = model, probe, dtype, [], False
         model.register_forward_pre_hook(self._note, with_kwargs=True)
+        self._watch_graphed_steps()
+
+    def _watch_graphed_steps(self):
+        """A step replayed as a CUDA graph (decode.GraphedSteps, on a GPU) calls no forward: such
+        steps are noted where they are called, with the keys they attend; the forwards that warm
+        up and capture the graph, or run its steps eagerly, are not noted again."""
+        clock, call, capture = weakref.ref(self), GraphedSteps.__call__, GraphedSteps.capture
+
+        def quietly(method, steps, *args):
+            me = clock()
+            if me is None or steps.model is not me.model:
+                return method(steps, *args)
+            me.quiet = True
+            try:
+                return method(steps, *args)
+            finally:
+                me.quiet = False
+
+        def step(steps, token):
+            me = clock()
+            if me is not None and steps.model is me.model and me.probe.phase == "generate":
+                me.calls.append((time.perf_counter(), token.shape[0], steps.column + 1))
+            return quietly(call, steps, token)
+        GraphedSteps.__call__ = functools.wraps(call)(step)
+        GraphedSteps.capture = functools.wraps(capture)(lambda steps: quietly(capture, steps))
 
     def _note(self, module, args, kwargs):
-        if self.probe.phase != "generate":
+        if self.probe.phase != "generate" or self.quiet:
             return
         ids, attn, cache = (kwargs.get(k) for k in ("input_ids", "attention_mask", "past_key_values"))
         if ids is None or ids.shape[1] != 1 or attn is None and cache is None:
