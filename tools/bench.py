@@ -49,10 +49,11 @@ A forward hook on the first Linear layer records the dtype each phase really com
 
 The floors (--trl): a copy of 512 MB measures the memory bandwidth beside the matmul peak. A
 decode step (DecodeClock: from one one-token forward to the next, or one replayed CUDA graph to
-the next, sampling included, hooked the same way on both sides) can take no less than max(FLOPs / peak, bytes read / bandwidth): every
-Linear weight (LM head included) read once in the compute dtype, 2 FLOPs per weight per row,
-and the keys/values of every row read once (decode_work). Each side's mean decode step is
-printed beside its floor and as a multiple of it; the update's multiple is FLOPs / peak.
+the next, sampling included, hooked the same way on both sides) can take no less than
+max(FLOPs / peak, bytes read / bandwidth): every Linear weight (LM head included) read once in
+the compute dtype, 2 FLOPs per weight per row, and the keys/values of every row read once
+(decode_work). Each side's mean decode step is printed beside its floor and as a multiple of it;
+the update's multiple is FLOPs / peak.
 
 Heap: on a CPU under glibc the bench, as train.py, first tells the C library to reuse freed memory
 (machinery/heap.py); being one process, TRL's side gets the same heap.
