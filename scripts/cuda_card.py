@@ -249,7 +249,6 @@ def bench_section(path, device, s, folder, out):
     out["bench"] = json.loads([line for line in text.getvalue().splitlines() if line.startswith("{")][-1])
 
 
-@torch.no_grad()
 def graphed_section(path, device, s, prompts, out):
     """Greedy turns of our decode loop with its steps replayed as one CUDA graph (the default on a
     GPU: decode.GraphedSteps) against the same loop without (graphed=False, the loop as before),

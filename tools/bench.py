@@ -178,36 +178,15 @@ class DecodeClock:
     pre-hook on the model's forward notes the time, rows and context of every one-token forward
     while the probe's phase is "generate". A decode step is the time from one such forward to the
     next within a turn (the forward, sampling the next token, the loop's bookkeeping); its work
-    (decode_work) is counted for the same rows and context."""
+    (decode_work) is counted for the same rows and context. Steps replayed as a CUDA graph are
+    noted by `watched` below."""
+
+    clocks = weakref.WeakSet()  # every clock alive, for the steps of a replayed CUDA graph (below)
 
     def __init__(self, model, probe, dtype):
         self.model, self.probe, self.dtype, self.calls, self.quiet = model, probe, dtype, [], False
         model.register_forward_pre_hook(self._note, with_kwargs=True)
-        self._watch_graphed_steps()
-
-    def _watch_graphed_steps(self):
-        """A step replayed as a CUDA graph (decode.GraphedSteps, on a GPU) calls no forward: such
-        steps are noted where they are called, with the keys they attend; the forwards that warm
-        up and capture the graph, or run its steps eagerly, are not noted again."""
-        clock, call, capture = weakref.ref(self), GraphedSteps.__call__, GraphedSteps.capture
-
-        def quietly(method, steps, *args):
-            me = clock()
-            if me is None or steps.model is not me.model:
-                return method(steps, *args)
-            me.quiet = True
-            try:
-                return method(steps, *args)
-            finally:
-                me.quiet = False
-
-        def step(steps, token):
-            me = clock()
-            if me is not None and steps.model is me.model and me.probe.phase == "generate":
-                me.calls.append((time.perf_counter(), token.shape[0], steps.column + 1))
-            return quietly(call, steps, token)
-        GraphedSteps.__call__ = functools.wraps(call)(step)
-        GraphedSteps.capture = functools.wraps(capture)(lambda steps: quietly(capture, steps))
+        DecodeClock.clocks.add(self)
 
     def _note(self, module, args, kwargs):
         if self.probe.phase != "generate" or self.quiet:
@@ -226,6 +205,30 @@ class DecodeClock:
         calls, self.calls = self.calls, []
         return [(b[0] - a[0], *decode_work(self.model, a[1], a[2], self.dtype))
                 for a, b in zip(calls, calls[1:]) if a and b]
+
+
+def watched(method, replayed):
+    """GraphedSteps' `method` as the clocks of its model see it: a step replayed as a CUDA graph
+    (decode.GraphedSteps, on a GPU) calls no forward, so it is noted where it is called, with the
+    keys it attends (`replayed`); the forwards that warm up and capture the graph, or run its steps
+    eagerly, are not noted again."""
+    @functools.wraps(method)
+    def call(steps, *args):
+        mine = [c for c in DecodeClock.clocks if c.model is steps.model]
+        for clock in mine:
+            if replayed and clock.probe.phase == "generate":
+                clock.calls.append((time.perf_counter(), args[0].shape[0], steps.column + 1))
+            clock.quiet = True
+        try:
+            return method(steps, *args)
+        finally:
+            for clock in mine:
+                clock.quiet = False
+    return call
+
+
+GraphedSteps.__call__ = watched(GraphedSteps.__call__, replayed=True)
+GraphedSteps.capture = watched(GraphedSteps.capture, replayed=False)
 
 
 def search_prompts(tok, n, seed=0):
