@@ -1,8 +1,8 @@
 """Every flag of a training run: its default, its help text and its check.
 
 `parse_args` refuses a bad flag with a one-line error before anything is written, so a run
-folder never holds settings that cannot run. train.py, tools/evaluate.py, tools/compare.py and tools/bench.py all
-read their settings from here.
+folder never holds settings that cannot run. train.py, tools/evaluate.py, tools/compare.py,
+tools/credit.py and speedlab/bench.py all read their settings from here.
 """
 import argparse
 import dataclasses
@@ -42,7 +42,8 @@ class Args:
     loss_type: str = flag("token", "token: mean over all tokens of the step; seq: mean of sequence means")
     alpha: float = flag(1.0, "MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...")
     max_grad_norm: float = flag(1.0, "gradient-norm clip")
-    micro_batch_size: int = flag(2, "sequences per forward/backward (peak memory)")
+    micro_batch_size: int = flag(0, "sequences per forward/backward; auto (0): 8, 4, 2 or 1 from the memory free "
+                                    "at the start (machinery/memory.py)")
     temperature: float = flag(1.0, "sampling temperature (log-probs use the same)")
     top_p: float = flag(1.0, "nucleus sampling")
     hf_generate: bool = flag(False, "sample with transformers' generate (the slower reference path; part of --plain)")
@@ -96,7 +97,7 @@ CHECKS = [
     ("num_iterations", lambda v: v >= 1, "at least 1 (mu: updates per rollout batch)"),
     ("alpha", lambda v: v >= 0, "0 or more"),
     ("max_grad_norm", lambda v: v > 0, "above 0"),
-    ("micro_batch_size", lambda v: v >= 1, "at least 1"),
+    ("micro_batch_size", lambda v: v >= 0, "at least 1, or auto"),
     ("temperature", lambda v: v > 0, "above 0 (training samples; evaluation is greedy already)"),
     ("top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
     ("top_k", lambda v: v >= 1, "at least 1 (documents per search)"),
@@ -126,6 +127,13 @@ SOKOBAN_DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_com
                     "eval_every": 10, "save_every": 10}
 PLANPATH_DEFAULTS = {**SOKOBAN_DEFAULTS, "scale_rewards": "group", "positions": True}  # 7 x 7, paths of 3-4 moves, 4 turns
 ENV_DEFAULTS = {"search": {}, "sokoban": SOKOBAN_DEFAULTS, "planpath": PLANPATH_DEFAULTS}
+
+
+def rows_or_auto(text):
+    """--micro-batch-size: a number of rows, or auto (stored as 0 until train.py chooses)."""
+    if text == "auto" or text.isdigit() and int(text) >= 1:
+        return 0 if text == "auto" else int(text)
+    raise argparse.ArgumentTypeError(f"--micro-batch-size is {text}; it must be a number of rows, at least 1, or auto")
 
 
 def yes_no(text):
@@ -169,6 +177,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     for f in dataclasses.fields(Args):
         kind, bare = (yes_no, {"nargs": "?", "const": True}) if f.type is bool else (f.type, {})
+        kind = rows_or_auto if f.name == "micro_batch_size" else kind
         other = "".join(f"; {env}: {d[f.name]!r}" for env, d in ENV_DEFAULTS.items() if f.name in d)
         p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=argparse.SUPPRESS, **bare,
                        help=f"{f.metadata['help']} (default: {f.default!r}{other})")

@@ -112,21 +112,18 @@ def store_logprobs(model, rows, field, temperature, micro_batch_size, prompt=Non
 
 
 # ---------------------------------------------------------------- token log-probs
-def token_logprobs(model, ids, attn, temperature, prompt=None, trained=None):
+def token_logprobs(model, ids, attn, temperature, prompt=None):
     """log pi(token_t | tokens_<t) for t = 1..L-1, from logits divided by the sampling
     temperature, so it is the log of the distribution the token was sampled from. (B, L-1)
 
     With a SharedPrompt the rows continue from it: its tokens get 0 and the LM head is not run
-    for them; given the loss mask `trained` (B, L-1) as well, the LM head runs only where some
-    row has a trained token (not over tool results), and the others get 0 too. Without a
-    prompt, every row runs from its first token.
+    for them. Without a prompt, every row runs from its first token.
     """
     if prompt is None:
         logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
         logp = torch.log_softmax(logits.float() / temperature, -1)
         return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
-    keep = None if trained is None else trained[:, prompt.length:].any(0).nonzero()[:, 0]
-    logits, at = prompt.continued_logits(model, ids, attn, keep)  # at: the positions t-1 they predict from
+    logits, at = prompt.continued_logits(model, ids, attn)  # at: the positions t-1 they predict from
     logp = torch.log_softmax(logits.float() / temperature, -1).gather(-1, ids[:, at + 1, None]).squeeze(-1)
     return logp.new_zeros(ids.shape[0], ids.shape[1] - 1).index_copy(1, at, logp)
 
@@ -135,9 +132,8 @@ def token_logprobs(model, ids, attn, temperature, prompt=None, trained=None):
 # Skip on first reading. policy_update_fast and fill_logprobs_fast compute what the two functions
 # above compute, with less work: a prompt that a group of rows shares (the G episodes of a
 # question, the K candidates of an AT-GRPO group) runs through the model once, not once per row,
-# with beta = 0 a row whose every trained token has advantage 0 is not run (it adds 0 to the
-# loss and the gradient; |T| still counts it), and the LM head runs only at positions where some
-# row of the micro-batch has a trained token (not over tool results). Proof: tests/test_loss.py,
+# and with beta = 0 a row whose every trained token has advantage 0 is not run (it adds 0 to the
+# loss and the gradient; |T| still counts it). Proof: tests/test_loss.py,
 # test_the_plain_path_and_the_shared_prompt_give_one_gradient and the tests around it.
 def policy_update_fast(model, optimizer, samples, args):
     """policy_update with each shared prompt run once (SharedPrompt) and zero-advantage rows
@@ -154,7 +150,7 @@ def policy_update_fast(model, optimizer, samples, args):
             ids, attn, mask, adv = pad_batch(chunk, device)
             mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
             with autocast(device, args.bf16):
-                logp = token_logprobs(model, ids, attn, args.temperature, prompt, mask)
+                logp = token_logprobs(model, ids, attn, args.temperature, prompt)
             accumulate(totals, logp, chunk, mask, adv, n_tokens, len(samples), args)
         if prompt:
             prompt.backward()
@@ -201,17 +197,16 @@ class SharedPrompt:
         # fp32 copies: the micro-batches' gradients add up in fp32 (attention casts them back)
         self.leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in self.outputs]
 
-    def continued_logits(self, model, ids, attn, keep=None):
-        """Logits of rows (B, L) that begin with the prompt, at position length-1 (the prompt's
-        last) and at positions length + keep (all of length .. L-2 if keep is None); and those
-        positions."""
+    def continued_logits(self, model, ids, attn):
+        """Logits of rows (B, L) that begin with the prompt, at positions length-1 (the prompt's
+        last) .. L-2; and those positions."""
         B, L = ids.shape
         cache = DynamicCache()
         for layer in range(len(self.leaves) // 2):
             keys, values = self.leaves[1 + 2 * layer:3 + 2 * layer]
             cache.update(keys.expand(B, -1, -1, -1), values.expand(B, -1, -1, -1), layer)
         positions = torch.arange(self.length, L, device=ids.device).expand(B, -1)
-        keep = torch.arange(L - self.length - 1, device=ids.device) if keep is None else keep
+        keep = torch.arange(L - self.length - 1, device=ids.device)
         rest = model(input_ids=ids[:, self.length:], attention_mask=attn, position_ids=positions,
                      past_key_values=cache, logits_to_keep=keep).logits
         at = torch.cat([keep.new_tensor([self.length - 1]), self.length + keep])

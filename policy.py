@@ -16,7 +16,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from config import BUNDLED
-from machinery.decode import generate_turn, kept_turn, template_end_of_turn
+from machinery.decode import generate_turn, hf_generate_turn, kept_turn, template_end_of_turn
 from sample import Sample
 
 
@@ -116,8 +116,9 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=N
 
 def turn_generator(model, tok, args, stop_strings, greedy=False):
     """generate(prompt id lists) -> new id lists: one turn for every prompt, decoded together."""
-    return lambda prompts: generate_turn(model, tok, prompts, args.max_completion_length, args.temperature,
-                                         args.top_p, stop_strings, greedy, args.bf16, args.hf_generate or args.plain)
+    turn = hf_generate_turn if args.hf_generate or args.plain else generate_turn  # the one seam: plain or fast
+    return lambda prompts: turn(model, tok, prompts, args.max_completion_length, args.temperature,
+                                args.top_p, stop_strings, greedy, args.bf16)
 
 
 def chat_sampler(models, tok, args, stop_strings, greedy=False):

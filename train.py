@@ -15,8 +15,8 @@ One training step, in order:
                  sokoban, planpath: each candidate scored on its own copy of the level (atgrpo.tree_step)
   3. advantages  mtgrpo.turn_advantages (OR / MR / MT) or atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
-  5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; by default
-                 loss.policy_update_fast, the same gradient with each shared prompt run once)
+  5. update      --num-iterations clipped policy-gradient steps (loss.policy_update, or by default
+                 loss.policy_update_fast: the same gradient, each shared prompt run once)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint.
 machinery/ holds the decode loop, the precision, the run folder; skip it on first reading.
 """
@@ -45,7 +45,7 @@ from config import Args, check_out, parse_args  # noqa: F401 (train.Args for the
 from loss import fill_logprobs, fill_logprobs_fast, policy_update, policy_update_fast
 from policy import chat_sampler, check_context, load_model, load_models, pick_device, play_episodes
 
-from machinery import checkpoint, heap  # skip on first reading: the run folder, checkpoints, --resume; the heap
+from machinery import checkpoint, heap, memory  # skip on first reading: the run folder, checkpoints, --resume; the heap
 from machinery.cli import in_chunks
 from machinery.precision import precision_line
 
@@ -171,7 +171,8 @@ def main(argv=None):
 
 def train(args):
     device = pick_device(args.device)
-    heap.keep_freed_memory(device)  # on a CPU, the update's big blocks are reused, not faulted in anew
+    if not args.plain:  # on a CPU, the update's big blocks reused, not faulted in anew (fast path)
+        heap.keep_freed_memory(device)
     print(precision_line(device, args.bf16) + "\n" + json.dumps(dataclasses.asdict(args), indent=1))
     data, pool, test = load_task(args)
     if args.eval_every and len(test) < args.eval_n:
@@ -188,6 +189,8 @@ def train(args):
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
+    if not args.micro_batch_size:  # auto: from the memory free once the models are loaded
+        args.micro_batch_size = memory.auto_micro_batch(next(iter(models.values())), device, args.max_completion_length)
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers
     log_path = os.path.join(args.out, "log.jsonl")
     checkpoint.claim(args.out)  # the first write: this process is the run's only writer from here on

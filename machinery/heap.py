@@ -10,7 +10,7 @@ and none in a decode turn. Told to serve every block from its heap (no mapping o
 keep up to 1 GB free at the heap's top, glibc reuses most of those pages instead (not all: a freed
 block serves torch's aligned request of its own size only once it has merged with a neighbour).
 The cost: freed memory stays with the process, which keeps its high-water mark (+100-600 MB here).
-Measured: docs/benchmarks.md#freed-memory-kept-for-reuse.
+Measured: docs/benchmarks.md#the-levers.
 """
 import ctypes
 import platform

@@ -5,6 +5,8 @@ import contextlib
 
 import torch
 
+from machinery import onednn
+
 
 def bf16_ok(device):
     """bf16 autocast on GPUs with native bf16 (compute capability 8.0 on: A100, L4, H100, RTX
@@ -12,7 +14,7 @@ def bf16_ok(device):
     than fp32 (a T4, a V100, most laptop CPUs), so those compute in fp32."""
     if device.startswith("cuda"):
         return torch.cuda.is_bf16_supported(including_emulation=False)
-    return device == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return device == "cpu" and onednn.native_bf16()
 
 
 def precision_line(device, bf16=True):
@@ -25,6 +27,14 @@ def precision_line(device, bf16=True):
         "CPU (no AVX512-BF16 or AMX)"
     return (f"compute: fp32 on {device}: this {kind} has no native bf16, so the run computes in fp32 "
             "(slower; rewards differ slightly from a bf16 machine's, see docs/training.md)")
+
+
+def compute_dtype(tensor):
+    """The dtype a turn computes in (its keys and values, packed weights): under autocast the
+    autocast dtype (attention and the Linears compute in it anyway; keys leave the rotary
+    embedding in fp32, values their projection in bf16), else the tensor's own."""
+    kind = tensor.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else tensor.dtype
 
 
 def autocast(device, enabled=True):

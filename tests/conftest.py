@@ -101,11 +101,11 @@ def force_cpu_bf16(monkeypatch, on):
 @pytest.fixture
 def generate_sampler(monkeypatch):
     """The decode loop with transformers' sampler (one torch.multinomial per step) in place of
-    decode.draw, and sampled fp32 turns over F.linear as greedy ones are (decode.packable: oneDNN's
+    decode.draw, and sampled fp32 turns over F.linear as greedy ones are (cpu_step.packable: oneDNN's
     packed fp32 Linears round otherwise): the loop then samples seed for seed as generate does, so
     a test can compare the rest of the two paths (logits, temperature, top-p, stops, rows leaving)
     token for token."""
-    from machinery import decode
+    from machinery import cpu_step, decode
     monkeypatch.setattr(decode, "draw", lambda probs: torch.multinomial(probs, 1)[:, 0])
-    packable = decode.packable
-    monkeypatch.setattr(decode, "packable", lambda model, greedy=False: packable(model, greedy=True))
+    packable = cpu_step.packable
+    monkeypatch.setattr(cpu_step, "packable", lambda model, greedy=False: packable(model, greedy=True))

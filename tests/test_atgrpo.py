@@ -307,12 +307,13 @@ def project_imports(path):
 
 def test_the_layout_the_readme_promises():
     """The papers are pure, sampling does not depend on the loss, no game module reaches the
-    algorithm, the flags reach no model code, machinery stands below the root and the root
-    never reaches into tools/."""
+    algorithm, the flags reach no model code, machinery stands below the root, the root never
+    reaches into tools/, and nothing of the lesson (root, machinery, tools) imports the speed lab."""
     import pathlib
     root = pathlib.Path(__file__).resolve().parent.parent
     files = {p.relative_to(root).with_suffix("").as_posix().replace("/", "."): p
              for p in [*root.glob("*.py"), *root.glob("machinery/*.py"), *root.glob("tools/*.py")]}
+    assert not {name for name, path in files.items() if any(i.startswith("speedlab") for i in project_imports(path))}
     direct = {name: {i for i in project_imports(path) if i in files} for name, path in files.items()}
 
     def reach(name):  # every project module `name` imports, directly or through others
@@ -337,7 +338,7 @@ def test_the_layout_the_readme_promises():
             assert all(i.startswith("machinery") for i in reach(name)), name
 
 
-@pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "tools/bench.py",
+@pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "speedlab/bench.py",
                                     "scripts/planpath_constants.py"])
 def test_tools_run_as_scripts_from_the_root(script):
     """The docs' commands (`python tools/evaluate.py ...`) find the project's modules from tools/."""

@@ -80,33 +80,10 @@ def test_rows_continued_from_a_shared_prompt_have_the_full_forward_logprobs(tiny
     assert torch.allclose(part[:, 5:], full[:, 5:], atol=1e-5)
 
 
-def test_the_lm_head_runs_only_where_a_row_has_a_trained_token(tiny_model_dir):
-    """Rows after a 6-token prompt: trained tokens at 6-8 and 11 (row 0) and 6-7 and 10 (row 1);
-    9 stands for a tool result. The LM head runs at position 5 (the prompt's last, from its
-    run) and at 6, 7, 9, 10 (predicting 7, 8, 10, 11): 4 positions of the continued rows, not
-    their 5. Where a token is trained its log-prob is the full forward's; elsewhere 0."""
-    model, _ = load_model(tiny_model_dir, "cpu")
-    ids = torch.randint(0, 1000, (2, 12), generator=torch.Generator().manual_seed(3))
-    ids[1, :6] = ids[0, :6]
-    attn, trained = torch.ones_like(ids), torch.zeros(2, 11)
-    trained[0, [5, 6, 7, 10]] = 1  # loss mask index t-1 for a trained token t
-    trained[1, [5, 6, 9]] = 1
-    widths = []
-    model.lm_head.register_forward_hook(lambda m, i, o: widths.append(i[0].shape[1]))
-    prompt = SharedPrompt(model, ids[0, :6].tolist(), "cpu")
-    widths.clear()
-    part = token_logprobs(model, ids, attn, 1.0, prompt, trained)
-    assert widths == [4]
-    full = token_logprobs(model, ids, attn, 1.0)
-    assert torch.allclose(part[trained.bool()], full[trained.bool()], atol=1e-5)
-    assert (part[:, [0, 1, 2, 3, 4, 8]] == 0).all()
-
-
-def test_untrained_positions_the_lm_head_skips_carry_ratio_one(tiny_model_dir):
-    """mu > 1: the stored old log-prob of a tool-result token may be very low (-200 here); the
-    fast update leaves that position's log-prob at 0, and exp(0 - old) would overflow to inf and
-    0 x inf make the loss NaN. A position with nothing to train gets ratio 1, as the plain path's
-    would, and both paths give one loss."""
+def test_untrained_positions_carry_ratio_one(tiny_model_dir):
+    """mu > 1: the stored old log-prob of a tool-result token may be very low (-200 here), and
+    exp(logp - old) would overflow to inf and 0 x inf make the loss NaN. A position with nothing
+    to train gets ratio 1 on both paths, and both give one loss."""
     model, _ = load_model(tiny_model_dir, "cpu")
     rows = []
     for k in range(2):

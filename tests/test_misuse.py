@@ -216,9 +216,9 @@ class Parsed(Exception):
     """Raised once a command's own parser accepted its flags: the work itself is not run."""
 
 
-@pytest.mark.parametrize("argv", [["scripts/micro_batch_lever.py", "--sizes", "0", "4"],
-                                  ["scripts/micro_batch_lever.py", "--rounds", "0"],
-                                  ["scripts/heap_lever.py", "--rounds", "0"]])
+@pytest.mark.parametrize("argv", [["speedlab/micro_batch_lever.py", "--sizes", "0", "4"],
+                                  ["speedlab/micro_batch_lever.py", "--rounds", "0"],
+                                  ["speedlab/heap_lever.py", "--rounds", "0"]])
 def test_the_lever_scripts_refuse_nothing_to_time_in_one_line(argv):
     """A size of 0 once made micro_batch_lever's child run the whole sweep, and no rounds left
     the tables empty: both are refused before anything runs."""

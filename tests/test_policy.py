@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from loss import token_logprobs
-from machinery.decode import cut_at_stop, generate_turn
+from machinery import onednn
+from machinery.decode import cut_at_stop, generate_turn, hf_generate_turn
 from policy import load_model
 
 
@@ -106,7 +107,7 @@ def test_every_one_token_step_attends_with_a_mask_on_a_cpu(tiny_model_dir, monke
     generate (which runs without a mask) in fp32."""
     model, tok = load_model(tiny_model_dir, "cpu")
     prompts = [[11, 12, 13, 14]] * 3  # a group: one prompt, no padding
-    ref = generate_turn(model, tok, prompts, 8, greedy=True, bf16=False, reference=True)
+    ref = hf_generate_turn(model, tok, prompts, 8, greedy=True, bf16=False)
     sdpa, calls = torch.nn.functional.scaled_dot_product_attention, []
 
     def spy(query, key, value, attn_mask=None, **kwargs):
@@ -120,7 +121,7 @@ def test_every_one_token_step_attends_with_a_mask_on_a_cpu(tiny_model_dir, monke
 
 def test_a_gpu_turn_attends_without_cudnn(tiny_model_dir, monkeypatch):
     """On a GPU the loop's attention runs without SDPA's cuDNN backend, which builds a graph for
-    every new key length (decode.sdpa_without_cudnn); on a CPU the backend flags stay as they are.
+    every new key length (gpu_step.sdpa_without_cudnn); on a CPU the backend flags stay as they are.
     The GPU branch is taken here with a stand-in model on "cuda" (flags only: the attention below
     still runs on the CPU), and the tokens do not change."""
     from types import SimpleNamespace
@@ -175,8 +176,8 @@ def test_a_shared_start_is_prefilled_once_and_decodes_as_generate(tiny_model_dir
     prompts = [start + [5, 6, 7], start + [9], start + [5, 6, 7], start + [11, 12, 13, 14, 15]]
     ends = set()
     monkeypatch.setattr("machinery.decode.end_of_turn_ids", lambda tok, model: frozenset(ends))
-    ends.add(generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, reference=True)[1][-1])
-    ref = generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, reference=True)  # row 1 stops
+    ends.add(hf_generate_turn(model, tok, prompts, 10, greedy=True, bf16=False)[1][-1])
+    ref = hf_generate_turn(model, tok, prompts, 10, greedy=True, bf16=False)  # row 1 stops
     calls = []
     hook = model.register_forward_hook(lambda m, a, k, out: calls.append((k["input_ids"].shape, out.logits[:, -1])),
                                        with_kwargs=True)
@@ -189,7 +190,7 @@ def test_a_shared_start_is_prefilled_once_and_decodes_as_generate(tiny_model_dir
     torch.testing.assert_close(calls[1][1], whole, rtol=0, atol=1e-5)
 
 
-NATIVE_BF16 = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+NATIVE_BF16 = onednn.native_bf16()
 needs_native_bf16 = pytest.mark.skipif(not NATIVE_BF16, reason="oneDNN packs bf16 weights only on a CPU "
                                        "with native bf16 (AVX512-BF16, AMX); elsewhere nothing is packed")
 
@@ -197,14 +198,15 @@ needs_native_bf16 = pytest.mark.skipif(not NATIVE_BF16, reason="oneDNN packs bf1
 def turn_logits(model, packed, bf16=True, written=False, steps=2):
     """Logits of a padded prefill and `steps` one-token steps (bf16 autocast, or fp32; each step
     with the mask the decode loop hands it, decode.one_token_mask), the Linears packed
-    (decode.packed_linears, a sampled turn) or as F.linear computes them; with `written`, the
-    steps through decode.decode_step (decode.written_out_steps)."""
-    from machinery.decode import left_padded, one_token_mask, packed_linears, turn_cache, written_out_steps
+    (cpu_step.packed_linears, a sampled turn) or as F.linear computes them; with `written`, the
+    steps through cpu_step.decode_step (cpu_step.written_out_steps)."""
+    from machinery.cpu_step import packed_linears, written_out_steps
+    from machinery.decode import left_padded, one_token_mask, turn_cache
     from machinery.precision import autocast
     ids, attn, pos = left_padded([[5, 6, 7, 8, 9], [11, 12, 13]], 0, "cpu")
     out, cache = [], turn_cache(model.config, 6 + steps)
-    with torch.no_grad(), autocast("cpu", bf16), packed_linears(model) if packed else contextlib.nullcontext(False) \
-            as packs, written_out_steps(model, packs) if written else contextlib.nullcontext():
+    with torch.no_grad(), autocast("cpu", bf16), packed_linears(model) if packed else contextlib.nullcontext(), \
+            written_out_steps(model) if written else contextlib.nullcontext():
         mask = attn
         for _ in range(1 + steps):
             logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache).logits
@@ -229,13 +231,13 @@ def test_packed_linears_compute_what_autocast_computes(model_dir, request, monke
     head too; Qwen2's query, key and value projections have a bias): the logits are bit for bit
     those of F.linear under autocast, and after the turn every Linear is plain again."""
     from conftest import force_cpu_bf16
-    from machinery import decode
+    from machinery import cpu_step
     force_cpu_bf16(monkeypatch, True)
     model, _ = load_model(request.getfixturevalue(model_dir), "cpu")
     random_biases(model)
-    decode.PACKED.clear()
+    cpu_step.PACKED.clear()
     packed = turn_logits(model, packed=True)
-    assert len(decode.PACKED) == sum(type(m) is torch.nn.Linear for m in model.modules())
+    assert len(cpu_step.PACKED) == sum(type(m) is torch.nn.Linear for m in model.modules())
     assert all(torch.equal(a, b) for a, b in zip(packed, turn_logits(model, packed=False)))
     assert not any("forward" in m.__dict__ for m in model.modules())
 
@@ -245,13 +247,13 @@ def test_packed_weights_follow_an_optimizer_step(tiny_model_dir, monkeypatch):
     """The packed copies are kept across turns while the weights stay the same, and packed again
     once an optimizer step has changed them: a turn after the step computes with the new weights."""
     from conftest import force_cpu_bf16
-    from machinery import decode
+    from machinery import cpu_step
     force_cpu_bf16(monkeypatch, True)
     model, _ = load_model(tiny_model_dir, "cpu")
     before = turn_logits(model, packed=True)
-    kept = {m: decode.PACKED[m][2] for m in model.modules() if type(m) is torch.nn.Linear}
+    kept = {m: cpu_step.PACKED[m][2] for m in model.modules() if type(m) is torch.nn.Linear}
     assert all(torch.equal(a, b) for a, b in zip(before, turn_logits(model, packed=True)))
-    assert all(decode.PACKED[m][2] is w for m, w in kept.items())  # the same weights: not packed again
+    assert all(cpu_step.PACKED[m][2] is w for m, w in kept.items())  # the same weights: not packed again
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     model(torch.tensor([[5, 6, 7]])).logits.logsumexp(-1).sum().backward()
     optimizer.step()
@@ -264,49 +266,66 @@ def test_fp32_packs_sampled_turns_only_and_bf16_only_where_native(tiny_model_dir
     """fp32: a sampled turn is packed, a greedy one keeps F.linear (MKL: generate's exact sums).
     bf16 autocast: packed only where oneDNN has native bf16 kernels (not on a laptop's AVX2, where
     it cannot pack bf16 weights), greedy or not. Never without oneDNN."""
-    from machinery import decode
+    from machinery import cpu_step
     from machinery.precision import autocast
     model, _ = load_model(tiny_model_dir, "cpu")
-    assert decode.packable(model) and not decode.packable(model, greedy=True)
+    assert cpu_step.packable(model) and not cpu_step.packable(model, greedy=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert decode.packable(model) == decode.packable(model, greedy=True) == NATIVE_BF16
-        monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)  # AVX2
-        assert not decode.packable(model)
-    with autocast("cpu", False), decode.packed_linears(model, greedy=True):
+        assert cpu_step.packable(model) == cpu_step.packable(model, greedy=True) == NATIVE_BF16
+        monkeypatch.setattr(onednn, "native_bf16", lambda: False)  # AVX2
+        assert not cpu_step.packable(model)
+    with autocast("cpu", False), cpu_step.packed_linears(model, greedy=True):
         assert not any("forward" in m.__dict__ for m in model.modules())
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
-    assert not decode.packable(model)
+    assert not cpu_step.packable(model)
+
+
+def test_without_onednn_s_private_ops_a_packed_turn_runs_f_linear(tiny_model_dir, monkeypatch):
+    """machinery/onednn.py's fallback, for a torch build without torch.ops.mkldnn's private ops: the
+    weights are kept as they are, every Linear runs F.linear (fp32: MKL's exact sums, so the logits
+    of the unpacked turn bit for bit), and no CPU counts as bf16-native."""
+    from machinery import cpu_step
+    monkeypatch.setattr(onednn, "PACK", None)
+    monkeypatch.setattr(onednn, "private", lambda name: None)
+    model, _ = load_model(tiny_model_dir, "cpu")
+    random_biases(model)
+    cpu_step.PACKED.clear()
+    packed = turn_logits(model, packed=True, bf16=False)
+    assert cpu_step.PACKED and all(w.layout == torch.strided and w.dtype == torch.float32
+                                 for _, _, w, _ in cpu_step.PACKED.values())
+    assert all(torch.equal(a, b) for a, b in zip(packed, turn_logits(model, packed=False, bf16=False)))
+    assert not onednn.native_bf16()
 
 
 @pytest.mark.parametrize("model_dir", ["tiny_model_dir", "qwen_base_dir"])
 def test_packed_fp32_linears_compute_within_rounding(model_dir, request):
     """A sampled fp32 turn over packed weights: the logits of F.linear up to fp32 rounding (oneDNN
     adds up in another order than MKL), biases included."""
-    from machinery import decode
+    from machinery import cpu_step
     model, _ = load_model(request.getfixturevalue(model_dir), "cpu")
     random_biases(model)
-    decode.PACKED.clear()
+    cpu_step.PACKED.clear()
     packed = turn_logits(model, packed=True, bf16=False)
-    assert {decode.PACKED[m][1] for m in decode.PACKED} == {torch.float32}
+    assert {cpu_step.PACKED[m][1] for m in cpu_step.PACKED} == {torch.float32}
     for a, b in zip(packed, turn_logits(model, packed=False, bf16=False)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_a_turn_packs_as_packable_says(tiny_model_dir, monkeypatch):
     """generate_turn hands packed_linears whether the turn is greedy: in fp32 a greedy turn packs
-    nothing, a sampled one every Linear, and for its written-out steps each layer's q|k|v."""
-    from machinery import decode
+    nothing, a sampled one every Linear."""
+    from machinery import cpu_step, decode
     model, tok = load_model(tiny_model_dir, "cpu")
     linears = sum(type(m) is torch.nn.Linear for m in model.modules())
-    for greedy, packed in ((True, 0), (False, linears + len(model.model.layers))):
-        decode.PACKED.clear()
+    for greedy, packed in ((True, 0), (False, linears)):
+        cpu_step.PACKED.clear()
         decode.generate_turn(model, tok, [[5, 6, 7], [8, 9]], 3, greedy=greedy, bf16=False)
-        assert len(decode.PACKED) == packed
+        assert len(cpu_step.PACKED) == packed
 
 
 @pytest.mark.parametrize("model_dir", ["tiny_model_dir", "qwen_base_dir"])
 def test_graphed_steps_decode_as_generate(model_dir, request, monkeypatch):
-    """The steps a GPU replays as one CUDA graph (decode.GraphedSteps), run eagerly here: rows stay
+    """The steps a GPU replays as one CUDA graph (gpu_step.GraphedSteps), run eagerly here: rows stay
     in the batch to the turn's end and attend over the turn's whole width under the ready mask.
     Llama- and Qwen-style, a shared start, rows of other lengths and rows that stop early: the
     greedy tokens are generate's in fp32, every step after the prefill has every row, and while no
@@ -327,7 +346,7 @@ def test_graphed_steps_decode_as_generate(model_dir, request, monkeypatch):
     for (_, ours), theirs in zip(calls[2:], steps):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-5)
     ends.add(loop[1][-1])
-    ref = generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, reference=True)
+    ref = hf_generate_turn(model, tok, prompts, 10, greedy=True, bf16=False)
     calls[:] = []
     ours = generate_turn(model, tok, prompts, 10, greedy=True, bf16=False, graphed=True)
     hook.remove()
@@ -356,22 +375,22 @@ def test_a_fixed_shape_cache_zeroes_its_unwritten_keys():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("bf16", [False, True])
 def test_a_cuda_turn_replays_a_graph_and_keeps_the_tokens(tiny_model_dir, bf16, monkeypatch):
-    """On a GPU the steps are captured once and replayed (decode.GraphedSteps): the greedy tokens
+    """On a GPU the steps are captured once and replayed (gpu_step.GraphedSteps): the greedy tokens
     of the same steps run eagerly (the capture switched off), and in fp32 those of `generate`."""
     from machinery import decode
     model, tok = load_model(tiny_model_dir, "cuda")
     prompts = [[5, 6, 7], [8, 9], [5, 6, 7], [10, 11, 12, 13]]
     captured, capture = [], decode.GraphedSteps.capture
-    monkeypatch.setattr(decode.GraphedSteps, "capture", lambda self: (captured.append(1), capture(self)))
+    monkeypatch.setattr(gpu_step.GraphedSteps, "capture", lambda self: (captured.append(1), capture(self)))
     graphed = decode.generate_turn(model, tok, prompts, 24, greedy=True, bf16=bf16)
     assert captured and all(len(row) == 24 for row in graphed)
 
     def eager(self):
         self.graph = None
-    monkeypatch.setattr(decode.GraphedSteps, "capture", eager)
+    monkeypatch.setattr(gpu_step.GraphedSteps, "capture", eager)
     assert graphed == decode.generate_turn(model, tok, prompts, 24, greedy=True, bf16=bf16)
     if not bf16:
-        assert graphed == decode.generate_turn(model, tok, prompts, 24, greedy=True, bf16=False, reference=True)
+        assert graphed == decode.hf_generate_turn(model, tok, prompts, 24, greedy=True, bf16=False)
 
 
 @pytest.mark.parametrize("bf16", [False, True])
@@ -397,7 +416,7 @@ def test_greedy_equals_generate_on_the_bundled_model(bf16, monkeypatch):
     task = env_sokoban.SokobanTask(sokoban.level_for(3, 5, 1, 4), 2)
     sokoban = [prompt_ids(tok, task.messages("planner"), "<answer>")]
     for prompts, stops in ((search * 3, env_search.STOP_STRINGS), (sokoban * 2 + search[:1], env_two_roles.STOP_STRINGS)):
-        ref = generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True, reference=True)
+        ref = hf_generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True)
         ours = generate_turn(model, tok, prompts, 40, stop_strings=stops, greedy=True)
         if not bf16:
             assert ours == ref

@@ -163,8 +163,8 @@ def test_generate_and_the_decode_loop_stop_alike_and_train_no_padding(qwen_dir):
     runs = {}
     for reference in (False, True):
         with steered(model, scripts):
-            runs[reference] = decode.generate_turn(model, tok, prompts, 12, stop_strings=env_search.STOP_STRINGS,
-                                                   greedy=True, bf16=False, reference=reference)
+            turn = decode.hf_generate_turn if reference else decode.generate_turn
+            runs[reference] = turn(model, tok, prompts, 12, stop_strings=env_search.STOP_STRINGS, greedy=True, bf16=False)
     assert runs[False] == runs[True]
     assert runs[True][0] == body + [IM_END] and runs[True][1] == body + ids(tok, " here") + [ENDOFTEXT]
     assert tok.decode(runs[True][2]).endswith("</answer>") and len(runs[True][3]) == 12

@@ -4,6 +4,8 @@ root imports them.
     evaluate.py    a policy on held-out questions or levels (docs/tools.md)
     compare.py     several algorithms and seeds side by side, with paired intervals (docs/tools.md)
     show.py        the per-token credit page of a run's rollouts, and the AT-GRPO tree (docs/tools.md)
-    bench.py       a step's speed against the machine's peak and against TRL (docs/benchmarks.md)
+    credit.py      every advantage estimator against the true advantage (docs/tools.md)
     scale_trl.py   MT-GRPO inside TRL's GRPOTrainer, for many GPUs (docs/scale.md)
+
+The speed lab (bench.py and the lever scripts) lives in speedlab/.
 """

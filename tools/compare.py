@@ -94,7 +94,7 @@ def plan(run, want, restart=False):
     log = read_log(run)
     done = bool(log) and log[-1]["step"] >= want.steps
     ckpt = any(os.path.exists(os.path.join(run, c, "trainer_state.pt"))
-               for c in ("checkpoint", "checkpoint.old"))  # as train.checkpoint_dir
+               for c in ("checkpoint", "checkpoint.old"))  # where machinery.checkpoint.load_checkpoint looks
     if not (done or ckpt) or not os.path.exists(os.path.join(run, "args.json")):
         kept = log or os.path.isdir(os.path.join(run, "rollouts"))
         return "kept" if kept and not restart else "fresh"

@@ -1,0 +1,45 @@
+"""How many rows an update runs through the model at once (`--micro-batch-size auto`), from the
+memory free when the run starts.
+
+A larger micro-batch does the same arithmetic in fewer, larger calls: on a CPU at 8 rows instead of
+2 the bench's single-turn update ran 1.29x faster in bf16 and 1.31x in fp32 on the AVX2 kind (the
+two-turn update 1.10x and 1.26x), for 3.2 GB more at peak with the bundled model
+(docs/benchmarks.md); on a GPU a 2-row micro-batch is launch-bound. The rows' activations are held
+until the backward pass, so the rule is: the most rows of 8, 4, 2 and 1 whose activations take at
+most half of the memory free, at about ROW_TOKENS tokens a row and BYTES_PER_TOKEN a token.
+"""
+ROW_TOKENS = 4  # x max_completion_length: a search row's two turns and the tool result between them
+
+
+def bytes_per_token(config):
+    """What one trained token holds through backward, in bytes: the logits over the vocabulary (fp32,
+    their bf16 copy and gradient: ~3 x 4 bytes a word) and each layer's activations (~18 x 4 bytes a
+    hidden unit). Fitted to the bundled model: 1.85 MB a token, measured +3.2 GB for 6 more rows of
+    288 tokens."""
+    config = config.get_text_config()
+    return 4 * (3 * config.vocab_size + 18 * config.num_hidden_layers * config.hidden_size)
+
+
+def free_bytes(device):
+    """Memory free for this run: the GPU's free memory, or on a CPU what Linux reports available
+    (MemAvailable); None where neither can be read."""
+    import torch
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+def auto_micro_batch(model, device, max_completion_length):
+    """The micro-batch chosen for this model and machine; prints one line that says why."""
+    row = ROW_TOKENS * max_completion_length * bytes_per_token(model.config)
+    free = free_bytes(device)
+    rows = 2 if free is None else next((n for n in (8, 4, 2) if n * row <= free / 2), 1)
+    why = "the free memory could not be read" if free is None else \
+        f"{free / 2 ** 30:.1f} GiB free, about {row / 2 ** 30:.2f} GiB a row"
+    print(f"micro-batch {rows} rows (auto: {why}; --micro-batch-size N to choose)")
+    return rows

@@ -1,0 +1,62 @@
+"""--micro-batch-size auto (machinery/memory.py): the most rows of 8, 4, 2, 1 whose activations
+fit half the free memory; parsed from the command line and chosen once the models are loaded."""
+import pytest
+from types import SimpleNamespace
+
+import train
+from machinery import memory
+
+
+def model(vocab=49152, layers=30, hidden=576):
+    config = SimpleNamespace(vocab_size=vocab, num_hidden_layers=layers, hidden_size=hidden)
+    config.get_text_config = lambda: config
+    return SimpleNamespace(config=config)
+
+
+def test_bytes_per_token_by_hand():
+    # the bundled model: 4 * (3 * 49152 + 18 * 30 * 576) = 4 * (147456 + 311040) = 1,833,984 bytes
+    assert memory.bytes_per_token(model().config) == 1_833_984
+
+
+@pytest.mark.parametrize("free_gib, rows", [(24, 8), (7.1, 8), (6.9, 4), (3.6, 4), (3.4, 2), (1.8, 2), (1.7, 1),
+                                             (0.1, 1)])
+def test_the_most_rows_whose_activations_fit_half_the_free_memory(monkeypatch, capsys, free_gib, rows):
+    # a row: 4 * 64 tokens * 1,833,984 bytes = 0.437 GiB; twice the rows' share must be free:
+    # 8 rows 7.0 GiB, 4 rows 3.5 GiB, 2 rows 1.75 GiB
+    monkeypatch.setattr(memory, "free_bytes", lambda device: free_gib * 2 ** 30)
+    got, why = memory.auto_micro_batch(model(), "cpu", 64), capsys.readouterr().out
+    assert got == rows and f"micro-batch {rows} rows (auto: {free_gib:.1f} GiB free" in why and "0.44 GiB a row" in why
+
+
+def test_unreadable_free_memory_falls_back_to_two_rows(monkeypatch):
+    monkeypatch.setattr(memory, "free_bytes", lambda device: None)
+    assert memory.auto_micro_batch(model(), "cpu", 64) == 2
+
+
+def test_free_memory_is_read_on_this_machine():
+    import torch
+    free = memory.free_bytes(torch.device("cpu"))
+    assert free is None or free > 0
+
+
+@pytest.mark.parametrize("given, want", [(["--micro-batch-size", "auto"], 0), ([], 0),
+                                         (["--micro-batch-size", "3"], 3)])
+def test_the_flag_takes_a_number_or_auto(given, want):
+    assert train.parse_args(given).micro_batch_size == want
+
+
+@pytest.mark.parametrize("bad", ["-1", "0", "many", "2.5"])
+def test_a_bad_micro_batch_is_one_line(bad, capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--micro-batch-size", bad])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--micro-batch-size" in err and "Traceback" not in err
+
+
+def test_a_run_chooses_its_micro_batch_once_and_keeps_it(tmp_path, tiny_model_dir, capsys):
+    import json
+    out = tmp_path / "run"
+    train.main(["--model", tiny_model_dir, "--steps", "1", "--batch-size", "1", "--num-generations", "2",
+                "--max-completion-length", "4", "--eval-every", "0", "--bf16", "false", "--out", str(out)])
+    rows = json.load(open(out / "args.json"))["micro_batch_size"]
+    assert rows in (1, 2, 4, 8) and f"micro-batch {rows} rows (auto" in capsys.readouterr().out
