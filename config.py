@@ -189,6 +189,9 @@ def parse_args(argv=None):
         saved = saved_args(path)
     if given.get("resume") and given.get("overwrite"):
         p.error("--resume continues a run and --overwrite starts one over: give one of them")
+    if given.get("resume") and "out" in given and os.path.realpath(given["out"]) != os.path.realpath(given["resume"]):
+        p.error(f"--resume {given['resume']} continues that run in its own folder, not in --out {given['out']}: "
+                "drop --out, or copy the run folder there and resume the copy")
     for key, value in given.items():  # a run's identity is fixed
         if saved and key not in MAY_CHANGE and key in saved and value != saved[key] and not (
                 key == "algo" and value == "auto"):

@@ -1,13 +1,14 @@
 """The run folder: one writer at a time, checkpoints so that `train.py --resume OUT` continues a
 run exactly, and the rollouts of every step, for tools/show.py.
 
-One writer: the process that writes a run holds an OS file lock (fcntl; Linux and macOS) on a
-file named by the run folder's absolute path, kept outside the folder (LOCKS), so deleting the
-folder cannot delete its lock, and no file in the folder (a `.lock` link in a folder copied from
-someone else, say) is ever opened for it. The kernel releases the lock when the process ends,
-even on a kill. A run also checks, before each step's writes, that its folder is still the one it
-claimed (still_ours): if someone deleted or replaced it, the run stops with one line and writes
-nothing more, and a new run on that path is refused until it has stopped.
+One writer: the process that writes a run holds an OS advisory lock (flock; Linux and macOS) on
+the run folder itself, through an open descriptor of the folder. Every user, cache setting and
+path to the folder (a symlink, a bind mount) reaches the same inode, so they all meet the same
+lock; no file in the folder is opened for it (a `.lock` link in a folder copied from someone
+else is never followed), and the kernel releases it when the process ends, even on a kill. A run
+also checks, before each step's writes, that its folder is still the one it locked (still_ours):
+if someone deleted or replaced it, the run stops with one line and writes nothing more, so a new
+run on that path never shares a folder with it.
 
 OUT/checkpoint is one Hugging Face folder (a shared policy; `from_pretrained` loads it) or one
 subfolder per role (per-role policies), plus trainer_state.pt: the step, the optimizers, and the
@@ -16,12 +17,9 @@ saving leaves the previous checkpoint whole; a resume falls back to that previou
 when the newer one is missing or unreadable. trainer_state.pt is read with weights_only=True:
 tensors and plain types only, so a state file from someone else cannot run code.
 """
-import hashlib
 import json
 import os
 import shutil
-import socket
-import time
 
 import torch
 
@@ -32,67 +30,56 @@ try:
 except ImportError:  # Windows: no fcntl, so runs there are not locked
     fcntl = None
 
-HELD = {}  # run folder -> [its open lock file, the folder held open once made or found (a file descriptor)]
-LOCKS = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "turn-rl", "locks")
+HELD = {}  # run folder (its real path) -> the folder held open and locked (a file descriptor)
 
 
 # ---------------------------------------------------------------- one writer per run folder
 def claim(out, make=True):
-    """Take OUT's lock for this process, or stop with one line naming the process that holds it
-    (a second train.py on the same --out, or a --resume of a run that is still training). make:
-    also make the folder (if it is not there). The folder found or made is noted, for still_ours.
-    train.py takes the lock with make=False before loading anything, and makes the folder at its
-    first write."""
+    """Lock OUT for this process, or stop with one line naming the process that holds it (a second
+    train.py on the same --out, or a --resume of a run that is still training). make: also make
+    the folder if it is not there; without it a folder not made yet is left unlocked (train.py
+    takes the lock with make=False before loading anything, and again, making the folder, at its
+    first write)."""
     key = os.path.realpath(out)
-    if fcntl is None:
+    if fcntl is None or key in HELD or not (make or os.path.isdir(out)):
         return
-    if key not in HELD:
-        HELD[key] = [lock(out), None]
-    if HELD[key][1] is None and (make or os.path.isdir(out)):
-        try:
-            os.makedirs(out, exist_ok=True)
-            HELD[key][1] = os.open(out, os.O_RDONLY | os.O_DIRECTORY)  # held: its inode is not reused
-        except OSError as e:
-            raise SystemExit(f"cannot write to the run folder {out}: {e.strerror}; choose another --out") from None
-
-
-def lock(out):
-    """The open file of OUT's lock, locked by this process (claim)."""
-    key = os.path.realpath(out)
     try:
-        os.makedirs(LOCKS, exist_ok=True)
-        fd = os.open(lock_file(out), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        os.makedirs(out, exist_ok=True)
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)  # held: its inode is not reused
     except OSError as e:
-        raise SystemExit(f"cannot write the run lock in {LOCKS}: {e.strerror}; make it writable "
-                         "(or set XDG_CACHE_HOME to a writable folder)") from None
-    f = os.fdopen(fd, "r+")
+        raise SystemExit(f"cannot write to the run folder {out}: {e.strerror}; choose another --out") from None
     try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        holder = f.read().strip() or "another process"
-        f.close()
-        raise SystemExit(f"{out} is in use by {holder}: wait for that run to end or stop it; "
-                         "two processes writing one run would mix their logs and checkpoints")
-    f.truncate()
-    f.write(f"train.py (pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M')}) "
-            f"in {key}")
-    f.flush()
-    return f
+        who = holder(fd)
+        os.close(fd)
+        raise SystemExit(f"{out} is in use by {who}: wait for that run to end or stop it; "
+                         "two processes writing one run would mix their logs and checkpoints") from None
+    HELD[key] = fd
 
 
-def lock_file(out):
-    """The lock of the run folder OUT: a file in LOCKS named by a hash of OUT's absolute path."""
-    return os.path.join(LOCKS, hashlib.sha256(os.path.realpath(out).encode()).hexdigest()[:32] + ".lock")
+def holder(fd):
+    """Which process holds the lock on the folder open as fd: its pid from Linux's /proc/locks, as
+    this process's namespace sees it, or "another process" where that cannot be read."""
+    folder = os.fstat(fd)
+    inode = f"{os.major(folder.st_dev):02x}:{os.minor(folder.st_dev):02x}:{folder.st_ino}"
+    try:
+        with open("/proc/locks") as f:
+            pids = [line.split()[4] for line in f if len(line.split()) > 5 and line.split()[5] == inode
+                    and line.split()[1] == "FLOCK" and line.split()[4].isdigit()]
+    except OSError:
+        pids = []
+    return f"another process (pid {pids[0]})" if pids else "another process"
 
 
 def still_ours(out):
     """Stop with one line if OUT is no longer the folder this process claimed (deleted, or
     deleted and made again): writing on would recreate it or write into another run."""
     held = HELD.get(os.path.realpath(out))
-    if held is None or held[1] is None:
+    if held is None:
         return
     try:
-        folder, ours = os.stat(out), os.fstat(held[1])
+        folder, ours = os.stat(out), os.fstat(held)
         same = (folder.st_dev, folder.st_ino) == (ours.st_dev, ours.st_ino) and ours.st_nlink > 0
     except OSError:
         same = False

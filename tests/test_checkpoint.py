@@ -176,14 +176,14 @@ def test_a_run_folder_has_one_writer_and_a_dead_writer_holds_nothing(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         for argv in (["--resume", str(run)], ["--out", str(run), "--overwrite"]):
-            with pytest.raises(SystemExit, match=rf"is in use by train.py \(pid {holder.pid} on "):
+            with pytest.raises(SystemExit, match=rf"is in use by another process \(pid {holder.pid}\)"):
                 train.main(argv)
         assert (run / "log.jsonl").read_text() == '{"step": 0}\n'
     finally:
         holder.kill()
         holder.wait()
     checkpoint.claim(str(run))  # the kernel released the killed holder's lock
-    assert f"pid {os.getpid()} " in open(checkpoint.lock_file(str(run))).read()
+    assert os.path.realpath(str(run)) in checkpoint.HELD
 
 
 def test_a_pickle_in_the_trainer_state_runs_nothing(saved, tmp_path):
@@ -297,3 +297,15 @@ def test_ctrl_c_and_a_failed_write_end_in_one_line(tmp_path, monkeypatch, error,
     with pytest.raises(SystemExit) as stop:
         train.main(["--out", str(run), "--overwrite"])
     assert message in str(stop.value) and str(stop.value).strip().count("\n") == 0
+
+
+def test_resume_with_another_out_is_refused_before_anything_is_written(tmp_path, capsys):
+    """--resume RUN --out OTHER once extended RUN silently and never made OTHER: one line now.
+    The same folder named twice (another spelling of the path) is fine."""
+    run = make_run(tmp_path, dict(vars(train.parse_args([]))))
+    with pytest.raises(SystemExit):
+        train.parse_args(["--resume", str(run), "--out", str(tmp_path / "branch"), "--steps", "6"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "continues that run in its own folder, not in --out" in err and "copy the run folder" in err
+    assert not (tmp_path / "branch").exists() and (run / "log.jsonl").read_text() == '{"step": 0}\n'
+    assert train.parse_args(["--resume", str(run), "--out", str(tmp_path / "." / "run")]).out == str(run)

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -18,6 +19,9 @@ from machinery import checkpoint
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOLD = ("import sys, time; from machinery import checkpoint; checkpoint.claim(sys.argv[1]); print('held', flush=True); "
         "time.sleep(60)")
+HOLD_THEN_WRITE = ("import os, sys; from machinery import checkpoint; checkpoint.claim(sys.argv[1]); print('held', flush=True); "
+                   "sys.stdin.readline()\ntry:\n    checkpoint.save_rollouts([], None, os.path.join(sys.argv[1], 'rollouts', 'x.jsonl'))\n"
+                   "except SystemExit as e:\n    print(e, flush=True)")
 
 
 def planpath_run(folder, **flags):
@@ -40,25 +44,96 @@ def test_a_lock_link_in_a_copied_folder_is_never_followed(tmp_path):
     run.mkdir()
     os.symlink(victim, run / ".lock")
     checkpoint.claim(str(run))
-    assert victim.read_text() == "precious\n"
-    assert os.path.realpath(str(run)) in open(checkpoint.lock_file(str(run))).read()
+    assert victim.read_text() == "precious\n" and os.path.realpath(str(run)) in checkpoint.HELD
 
 
 def test_a_deleted_live_folder_never_gets_a_second_writer(tmp_path):
-    """A trains in RUN; RUN is deleted. A new run there (even with --overwrite) is refused while A
-    lives, since the lock is not in the folder; A stops at its next write with one line and
-    writes nothing, so the folder is not made again under the new run's feet."""
+    """A trains in RUN; RUN is deleted and a new run makes RUN again. The lock is on the old
+    folder's inode, so the new run may start, but A stops at its next write with one line and
+    writes nothing into the new folder: never two writers in one folder."""
     run = tmp_path / "run"
     planpath_run(run)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THEN_WRITE, str(run)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert holder.stdout.readline().strip() == "held"
         shutil.rmtree(run)
-        with pytest.raises(SystemExit, match=rf"is in use by train.py \(pid {holder.pid} on "):
-            train.main(["--env", "planpath", "--out", str(run), "--overwrite"])
+        checkpoint.claim(str(run))  # the new run: a new folder, its own lock
+        (run / "log.jsonl").write_text("new\n")
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert "was deleted or replaced while this run trained" in holder.stdout.readline()
+        assert os.listdir(run) == ["log.jsonl"] and (run / "log.jsonl").read_text() == "new\n"
     finally:
         holder.kill()
         holder.wait()
+        checkpoint.HELD.pop(os.path.realpath(str(run)), None)
+
+
+def holding(run, **popen):
+    """A child process holding RUN's lock (checkpoint.claim), once it says so."""
+    child = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True, cwd=ROOT, **popen)
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+def refused(path, pid):
+    """This process cannot lock PATH while the process PID holds it, with one line naming PID."""
+    try:
+        with pytest.raises(SystemExit, match=rf"is in use by another process \(pid {pid}\)"):
+            checkpoint.claim(str(path))
+    finally:
+        checkpoint.HELD.pop(os.path.realpath(str(path)), None)
+
+
+def test_one_writer_whoever_asks(tmp_path):
+    """The lock is on the run folder itself: with a holder under another XDG_CACHE_HOME, the same
+    folder reached through a symlink or a bind mount (where this machine lets the test mount) is
+    refused to a second writer."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "link").symlink_to(run)
+    child = holding(run, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache-a")})
+    try:
+        refused(run, child.pid)
+        refused(tmp_path / "link", child.pid)
+        mounted = tmp_path / "mounted"
+        mounted.mkdir()
+        if subprocess.run(["mount", "--bind", str(run), str(mounted)], capture_output=True).returncode == 0:
+            try:
+                refused(mounted, child.pid)
+            finally:
+                subprocess.run(["umount", str(mounted)], check=True)
+    finally:
+        child.kill()
+        child.wait()
+
+
+FLOCK = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)")  # what claim takes
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to run a child as another user")
+def test_one_writer_across_users():
+    """A run that user nobody holds is refused to root (the lock was once under each user's own
+    cache folder, so root resumed a run nobody was training). The holder takes the lock as
+    checkpoint.claim does, with the system's Python, which that user can run."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no system python3 for user nobody")
+    shared = tempfile.mkdtemp(prefix="turn-rl-user-", dir="/tmp")
+    os.chmod(shared, 0o777)
+    other = subprocess.Popen([python, "-c", FLOCK, shared], stdout=subprocess.PIPE, text=True, user="nobody", cwd="/tmp")
+    try:
+        assert other.stdout.readline().strip() == "held"
+        refused(shared, other.pid)
+    finally:
+        other.kill()
+        other.wait()
+        shutil.rmtree(shared)
+
+
+def test_this_run_stops_when_its_folder_is_deleted_or_replaced(tmp_path):
     mine = tmp_path / "mine"
     checkpoint.claim(str(mine))  # this process's own run ...
     shutil.rmtree(mine)  # ... deleted under it
