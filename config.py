@@ -209,6 +209,8 @@ def parse_args(argv=None):
         p.error(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
     if args.prefill == "auto":
         args.prefill = "<reasoning>" if args.env == "search" else "<answer>"
+    if given.get("plain") and given.get("hf_generate") is False:
+        p.error("--plain true samples with transformers' generate, and --hf-generate false asks not to: drop one")
     if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
             args.env == "search" or args.single_agent)):
         p.error("--policy is shared, or per-role with --env sokoban or planpath and two roles (no --single-agent)")

@@ -309,3 +309,12 @@ def test_resume_with_another_out_is_refused_before_anything_is_written(tmp_path,
     assert "continues that run in its own folder, not in --out" in err and "copy the run folder" in err
     assert not (tmp_path / "branch").exists() and (run / "log.jsonl").read_text() == '{"step": 0}\n'
     assert train.parse_args(["--resume", str(run), "--out", str(tmp_path / "." / "run")]).out == str(run)
+
+
+def test_plain_with_hf_generate_false_is_a_contradiction(capsys):
+    """--plain samples with generate: --hf-generate false beside it is refused in one line; either
+    alone is fine."""
+    with pytest.raises(SystemExit):
+        train.parse_args(["--plain", "true", "--hf-generate", "false"])
+    assert "--hf-generate false asks not to" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert train.parse_args(["--plain", "true"]).plain and train.parse_args(["--hf-generate"]).hf_generate
