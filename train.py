@@ -1,10 +1,8 @@
-"""Train LLM agents with turn-level credit: MT-GRPO on Wikipedia search, AT-GRPO on Sokoban and
-Plan-Path.
+"""Train LLM agents with turn-level credit: MT-GRPO on Wikipedia search, AT-GRPO on Sokoban, Plan-Path.
 
     python train.py --algo mt                                 # search agent, CPU, bundled model
     python train.py --algo mt --model Qwen/Qwen2.5-0.5B       # the same on one CUDA GPU (bf16)
-    python train.py --env sokoban --algo at                   # planner + executor, shared policy
-    python train.py --env sokoban --algo at --policy per-role # one model per role
+    python train.py --env sokoban --algo at                   # planner + executor (--policy per-role: two models)
     python train.py --env planpath --algo at                  # reach a goal cell, planner + executor
     python train.py --plain true ...                          # any of these as the code reads (slower)
 
@@ -189,8 +187,7 @@ def train(args):
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
-    if not args.micro_batch_size:  # auto: from the memory free once the models are loaded
-        args.micro_batch_size = memory.auto_micro_batch(next(iter(models.values())), device, args.max_completion_length)
+    args.micro_batch_size = args.micro_batch_size or memory.auto_micro_batch(models[roles[0]], device, args.max_completion_length)
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers
     log_path = os.path.join(args.out, "log.jsonl")
     checkpoint.claim(args.out)  # the first write: this process is the run's only writer from here on

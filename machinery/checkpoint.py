@@ -65,8 +65,8 @@ def holder(fd):
     inode = f"{os.major(folder.st_dev):02x}:{os.minor(folder.st_dev):02x}:{folder.st_ino}"
     try:
         with open("/proc/locks") as f:
-            pids = [line.split()[4] for line in f if len(line.split()) > 5 and line.split()[5] == inode
-                    and line.split()[1] == "FLOCK" and line.split()[4].isdigit()]
+            pids = [fields[4] for fields in map(str.split, f)
+                    if fields[1:2] == ["FLOCK"] and fields[5:6] == [inode] and fields[4].isdigit()]
     except OSError:
         pids = []
     return f"another process (pid {pids[0]})" if pids else "another process"

@@ -8,6 +8,8 @@ two-turn update 1.10x and 1.26x), for 3.2 GB more at peak with the bundled model
 until the backward pass, so the rule is: the most rows of 8, 4, 2 and 1 whose activations take at
 most half of the memory free, at about ROW_TOKENS tokens a row and BYTES_PER_TOKEN a token.
 """
+import torch
+
 ROW_TOKENS = 4  # x max_completion_length: a search row's two turns and the tool result between them
 
 
@@ -23,7 +25,6 @@ def bytes_per_token(config):
 def free_bytes(device):
     """Memory free for this run: the GPU's free memory, or on a CPU what Linux reports available
     (MemAvailable); None where neither can be read."""
-    import torch
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]

@@ -68,6 +68,7 @@ import random
 import resource
 import tempfile
 import time
+import weakref
 from collections import Counter, defaultdict
 from dataclasses import replace
 
@@ -183,14 +184,16 @@ class DecodeClock:
     a step it replays as a CUDA graph calls no forward, and the forwards it makes inside a turn
     (prefills, a graph's capture) are then not noted again."""
 
+    clocks = weakref.WeakSet()  # every clock alive: `told` hands each the loop's events for its model
+
     def __init__(self, model, probe, dtype):
         self.model, self.probe, self.dtype, self.calls, self.in_loop = model, probe, dtype, [], False
         model.register_forward_pre_hook(self._note, with_kwargs=True)
-        decode.WATCHERS.append(self._watch)
+        DecodeClock.clocks.add(self)
+        if told not in decode.WATCHERS:
+            decode.WATCHERS.append(told)
 
-    def _watch(self, model, event, rows, keys):
-        if model is not self.model:
-            return
+    def watch(self, event, rows, keys):
         self.in_loop = event != "end"
         if self.probe.phase == "generate" and event != "end":
             self.calls.append((time.perf_counter(), rows, keys) if event == "step" else None)
@@ -212,6 +215,13 @@ class DecodeClock:
         calls, self.calls = self.calls, []
         return [(b[0] - a[0], *decode_work(self.model, a[1], a[2], self.dtype))
                 for a, b in zip(calls, calls[1:]) if a and b]
+
+
+def told(model, event, rows, keys):
+    """The bench's one entry in decode.WATCHERS: each live clock of `model` notes the loop's event."""
+    for clock in list(DecodeClock.clocks):
+        if clock.model is model:
+            clock.watch(event, rows, keys)
 
 
 def search_prompts(tok, n, seed=0):

@@ -14,8 +14,8 @@ Two workloads, each on the bundled model:
 Each lever is switched off inside this script only (the module's function swapped for the
 plain one for the duration of the call, then restored); the product has no switch for it. One
 round times the default, then each lever off; every other round runs in the opposite order.
-Each configuration keeps its best round. "off / default" is the lever's gain on that part; the
-step's gain adds the other part's default time to both sides. The sampled tokens of each
+Each configuration keeps its best round. "off / default" is the lever's gain on generation; the
+step's gain adds the default's update time to both sides. The sampled tokens of each
 configuration are compared with the default's (same seed): "same tokens" says whether the lever
 changes what is generated. The kept heap (machinery/heap.py) is process-wide and is measured in
 fresh processes by speedlab/heap_lever.py; CUDA graphs and attention without cuDNN only on a GPU
@@ -46,20 +46,20 @@ def multinomial(probs):
     return torch.multinomial(probs, 1)[:, 0]
 
 
-# lever -> (what it is, the part it speeds up, how it is switched off)
+# lever -> (what it is, how it is switched off); every lever here speeds up generation
 LEVERS = {
-    "packed Linears": ("the Linears over oneDNN-packed weights (cpu_step.packed_linears)", "generation",
+    "packed Linears": ("the Linears over oneDNN-packed weights (cpu_step.packed_linears)",
                        lambda: mock.patch.object(cpu_step, "packable", lambda model, greedy=False: False)),
-    "written-out step": ("the one-token step written out op by op (cpu_step.decode_step)", "generation",
+    "written-out step": ("the one-token step written out op by op (cpu_step.decode_step)",
                          lambda: mock.patch.object(cpu_step, "written_out", lambda model: False)),
-    "ready mask": ("the (rows, 1, 1, keys) mask passed ready (decode.one_token_mask)", "generation",
+    "ready mask": ("the (rows, 1, 1, keys) mask passed ready (decode.one_token_mask)",
                    lambda: mock.patch.object(decode, "one_token_mask", lambda model, attn: attn)),
-    "shared start": ("the start all prompts share prefilled once (decode.shared_length)", "generation",
+    "shared start": ("the start all prompts share prefilled once (decode.shared_length)",
                      lambda: mock.patch.object(decode, "shared_length", lambda prompts: 0)),
-    "rows leave": ("stopped rows leave the batch (decode.leave_batch)", "generation",
+    "rows leave": ("stopped rows leave the batch (decode.leave_batch)",
                    lambda: mock.patch.object(decode, "leave_batch",
                                              lambda going, active, cache, attn, pos, token: (active, attn, pos, token))),
-    "decode.draw": ("one uniform number a row instead of torch.multinomial", "generation",
+    "decode.draw": ("one uniform number a row instead of torch.multinomial",
                     lambda: mock.patch.object(decode, "draw", multinomial)),
 }
 
@@ -106,14 +106,15 @@ class Workload:
 
 
 def measure(work, levers, rounds, log):
-    """{config: {part: (best seconds, digest of its first result)}} for "default" and each lever off."""
+    """{config: {part: (best seconds, digest of its first result)}} for "default" (generation and
+    update) and each lever off (generation)."""
     configs = ["default", *levers]
     best = {c: {} for c in configs}
     work.generation(), work.update()  # warm-up, untimed
     for r in range(rounds):
         for config in (configs if r % 2 == 0 else configs[::-1]):
-            off = LEVERS[config][2]() if config != "default" else contextlib.nullcontext()
-            parts = ("generation", "update") if config == "default" else (LEVERS[config][1],)
+            off = LEVERS[config][1]() if config != "default" else contextlib.nullcontext()
+            parts = ("generation", "update") if config == "default" else ("generation",)
             with off:
                 for part in parts:
                     load = os.getloadavg()[0]
@@ -125,19 +126,17 @@ def measure(work, levers, rounds, log):
 
 
 def table(work, best):
-    """Markdown rows: lever, part, default s, off s, off / default, step off / default, same result."""
+    """Markdown rows: lever, default s, off s, off / default, step off / default, same tokens."""
     d = best["default"]
     step = d["generation"][0] + d["update"][0]
     out = []
     for lever, timed in best.items():
         if lever == "default":
             continue
-        part = LEVERS[lever][1]
-        seconds, result = timed[part]
-        gain = seconds / d[part][0]
-        step_gain = (step - d[part][0] + seconds) / step
-        out.append(f"| {work} | {lever} | {part} | {d[part][0]:.2f} | {seconds:.2f} | {gain:.2f}× | "
-                   f"{step_gain:.2f}× | {'yes' if result == d[part][1] else 'no'} |")
+        seconds, result = timed["generation"]
+        default, same = d["generation"][0], result == d["generation"][1]
+        out.append(f"| {work} | {lever} | {default:.2f} | {seconds:.2f} | {seconds / default:.2f}× | "
+                   f"{(step - default + seconds) / step:.2f}× | {'yes' if same else 'no'} |")
     return out
 
 
@@ -159,8 +158,8 @@ def main(argv=None):
     for name in args.workloads:
         work = Workload(name, model, tok, bf16)
         lines += table(name, measure(work, args.levers, args.rounds, lambda s: print(s, flush=True)))
-    print("\n| workload | lever off | part | default (s) | off (s) | off / default | step off / default | same result |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| workload | lever off | generation, default (s) | off (s) | off / default | step off / default | same tokens |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(lines))
 
 
