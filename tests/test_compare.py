@@ -321,3 +321,55 @@ def test_planpath_runs_the_paper_s_four_setups_and_pairs_them_by_level(tmp_path,
     text = open(os.path.join(out, "results.md")).read()
     assert "| AT-GRPO − GRPO | +0.250 |" in text and "| AT-GRPO − GRPO one agent | +0.500 |" in text
     assert "| AT-GRPO per-role − GRPO | +0.500 |" in text and "| 1 × 4 |" in text and "seeds × levels" in text
+
+
+# ---------------------------------------------------------------- runs of another task, outputs checked first
+def test_runs_of_another_env_are_refused_not_reported_under_its_title(tmp_path, monkeypatch):
+    """Before: --env planpath --report-only over Sokoban runs wrote '# AT-GRPO (planpath)' and
+    never said Sokoban; without --report-only the runs kept (no checkpoint) were reported so too."""
+    out = str(tmp_path)
+    for algo in ("at", "grpo"):
+        make_run(out, algo, "sokoban", log=[{"step": 0, "eval_success": 0.25}])
+    monkeypatch.setattr(compare, "execute", lambda *a: pytest.fail("ran a training"))
+    says = f"^{os.path.join(out, 'grpo')} is a run of --env 'sokoban' \\(its args.json\\), not planpath: give --env sokoban, or another --out$"
+    with pytest.raises(SystemExit, match=says):
+        compare.main(["--env", "planpath", "--out", out, "--report-only"])
+    with pytest.raises(SystemExit, match=says):
+        compare.main(["--env", "planpath", "--out", out, "--", "--steps", "2"])
+    assert not os.path.exists(os.path.join(out, "results.md"))
+    compare.main(["--env", "sokoban", "--out", out, "--report-only"])  # its own env: reported
+    assert open(os.path.join(out, "results.md")).read().startswith("# GRPO vs AT-GRPO (sokoban)")
+
+
+def unwritable_out(out, case):
+    """(the --out to give, what the refusal says) with one thing of OUT's that cannot be written."""
+    if case == "out is a file":
+        open(out + "/file", "w").close()
+        return out + "/file", f"^--out {out}/file is a file, not a folder; give another --out$"
+    if case == "out under /proc":
+        return "/proc/no-such/cmp", "^--out /proc/no-such/cmp cannot be written: no file can be made in /proc"
+    if case == "results.md is a folder":
+        os.makedirs(os.path.join(out, "results.md"))
+        return out, f"^--out: {out}/results.md is a folder; move it away or give another --out$"
+    if case == "compare.png is a FIFO":
+        os.mkfifo(os.path.join(out, "compare.png"))
+        return out, f"^--out: {out}/compare.png is a FIFO, not a regular file; move it away"
+    if case == "ALGO.out is a folder":
+        os.makedirs(os.path.join(out, "mt.out"))
+        return out, f"^--out: {out}/mt.out is a folder; move it away"
+    open(os.path.join(out, "mt"), "w").close()  # "a run folder is a file"
+    return out, f"^--out: {out}/mt is a file, not a folder; move it away"
+
+
+@pytest.mark.parametrize("case", ["out is a file", "out under /proc", "results.md is a folder", "compare.png is a FIFO",
+                                  "ALGO.out is a folder", "a run folder is a file"])
+def test_an_unwritable_out_is_refused_before_any_run(case, tmp_path, monkeypatch):
+    """Before: the report failed after every run had trained (or hung on a FIFO); an ALGO.out or
+    run folder that cannot be written surfaced when its turn came, after the runs before it."""
+    monkeypatch.setattr(compare, "execute", lambda *a: pytest.fail("ran a training before checking --out"))
+    monkeypatch.setattr(compare, "plot", lambda *a: None)
+    out, says = unwritable_out(str(tmp_path), case)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(SystemExit, match=says):
+        compare.main(["--env", "search", "--out", out, "--jobs", "2", "--", "--steps", "2"])
+    assert sorted(os.listdir(tmp_path)) == before  # nothing made, nothing left behind

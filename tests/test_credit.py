@@ -231,9 +231,11 @@ def test_search_on_a_tiny_model(tiny_model_dir, capitals, monkeypatch):
     (["--continuations", "3"], "even"),
     (["--states", "1"], "at least 2"),
     (["--num-generations", "1"], "at least 2"),
+    (["--bootstrap", "1000000"], "--bootstrap from 10 to 100000"),
     (["--from", "/nonexistent.json"], "nonexistent"),
 ])
-def test_bad_input_is_one_line(argv, says, capsys):
+def test_bad_input_is_one_line(argv, says, capsys, monkeypatch):
+    monkeypatch.setattr(credit, "measure", fails(AssertionError("measured instead of refusing")))
     with pytest.raises(SystemExit) as e:
         credit.main(argv)
     assert says in str(e.value) + capsys.readouterr().err
@@ -250,3 +252,192 @@ def test_a_bad_json_file_is_one_line(content, tmp_path):
     with pytest.raises(SystemExit) as e:
         credit.main(["--from", str(path)])
     assert "not a tools/credit.py --json file" in str(e.value)
+
+
+# ---------------------------------------------------------------- outputs checked first, inputs read as data
+def toy_result(bootstrap=10):
+    """A small measurement of the toy game, as credit.measure returns it."""
+    records = credit.game_records(Fork, [0, 1, 2], policy(0), K=2, M=2, scale="group")
+    return {"settings": {"env": "planpath", "model": "toy", "states": 3, "num_generations": 2, "continuations": 2,
+                         "bf16": False, "temperature": 1.0, "scale_rewards": "group", "bootstrap": bootstrap, "seed": 0},
+            "machine": {"cpu": "toy", "precision": "fp32", "threads": 1, "load_at_start": 0.0, "seconds": 1.0},
+            "records": records}
+
+
+def fails(error):
+    """A stand-in that raises `error` whatever it is given."""
+    def stand_in(*args, **kwargs):
+        raise error
+    return stand_in
+
+
+def unwritable(tmp_path, case):
+    """(a destination that cannot be written, what the refusal says) for one case."""
+    import os
+    if case == "folder":
+        return str(tmp_path), "is a folder; give a file name"
+    if case == "fifo":
+        os.mkfifo(tmp_path / "fifo")  # writing there would block until a reader comes
+        return str(tmp_path / "fifo"), "is a FIFO, not a regular file; give a file name"
+    if case == "parent is a file":
+        (tmp_path / "file").write_text("x")
+        return str(tmp_path / "file" / "out.json"), f"cannot be made: {tmp_path / 'file'} is a file, not a folder"
+    if case == "proc":  # read-only even for root, who ignores chmod
+        return "/proc/no-such-folder/out.json", "cannot be written: no file can be made in /proc"
+    if os.geteuid() == 0:
+        pytest.skip("root writes through chmod; the /proc case covers root")
+    if case == "read-only folder":
+        (tmp_path / "ro").mkdir()
+        (tmp_path / "ro").chmod(0o555)
+        return str(tmp_path / "ro" / "out.json"), "Permission denied"
+    (tmp_path / "old.json").write_text("{}")  # "read-only file"
+    (tmp_path / "old.json").chmod(0o444)
+    return str(tmp_path / "old.json"), "cannot be written (Permission denied)"
+
+
+CASES = ["folder", "fifo", "parent is a file", "proc", "read-only folder", "read-only file"]
+
+
+@pytest.mark.parametrize("flag", ["--json", "--png"])
+@pytest.mark.parametrize("case", CASES)
+def test_an_unwritable_output_is_refused_before_the_measurement(case, flag, tmp_path, monkeypatch):
+    """Before: 20 minutes of measuring, then 'Is a directory' (or a hang on a FIFO) and nothing written."""
+    import os
+    monkeypatch.setattr(credit, "measure", lambda *a: pytest.fail("measured before checking the output"))
+    path, says = unwritable(tmp_path, case)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(SystemExit) as stop:
+        credit.main(["--env", "planpath", flag, path])
+    assert str(stop.value).startswith(f"{flag} {path} ") and says in str(stop.value) and "\n" not in str(stop.value)
+    assert sorted(os.listdir(tmp_path)) == before  # no empty file left behind
+
+
+def test_png_without_matplotlib_is_refused_before_the_measurement(tmp_path, monkeypatch):
+    """Before: the measurement ran, then "no PNG: matplotlib is not installed"."""
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.setattr(credit, "measure", lambda *a: pytest.fail("measured before checking matplotlib"))
+    with pytest.raises(SystemExit, match="--png needs matplotlib: pip install -r requirements-plot.txt"):
+        credit.main(["--env", "planpath", "--png", str(tmp_path / "a.png")])
+
+
+def test_missing_folders_are_made_at_the_end_and_the_check_makes_nothing(tmp_path, monkeypatch):
+    import os
+    monkeypatch.setattr(credit, "measure", fails(KeyboardInterrupt()))
+    with pytest.raises(SystemExit, match="stopped"):  # stopped during the measurement: no folder, no empty file
+        credit.main(["--env", "planpath", "--json", str(tmp_path / "new" / "a.json")])
+    assert os.listdir(tmp_path) == []
+    monkeypatch.setattr(credit, "measure", lambda *a: toy_result())
+    live = credit.main(["--env", "planpath", "--json", str(tmp_path / "new" / "deeper" / "a.json")])
+    assert credit.read_result(str(tmp_path / "new" / "deeper" / "a.json"))["records"] == live["records"]
+
+
+def test_a_write_that_fails_at_the_end_keeps_the_measurement(tmp_path, monkeypatch, capsys):
+    """The disk filled up during the measurement: the result goes to a file of its own, named in
+    one line, or is printed when no folder takes it."""
+    import tempfile
+    from tools import output
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(credit, "measure", lambda *a: toy_result())
+
+    full = fails(OSError(28, "No space left on device"))
+    monkeypatch.setattr(output, "write_text", full)
+    path = str(tmp_path / "c.json")
+    with pytest.raises(SystemExit) as stop:
+        credit.main(["--env", "planpath", "--json", path])
+    message = str(stop.value)
+    assert message.startswith(f"could not write {path}: No space left on device; the measurement is not lost, "
+                              f"it is in {tmp_path / 'tmp'}/credit-") and "\n" not in message
+    kept = message.split("it is in ")[1].split(" ")[0]
+    assert credit.read_result(kept)["records"] == toy_result()["records"]
+    assert f"--from {kept} --json FILE writes it again" in message
+    monkeypatch.setattr(tempfile, "mkstemp", full)  # no folder takes it: printed
+    with pytest.raises(SystemExit, match="it is printed above"):
+        credit.main(["--env", "planpath", "--json", path])
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["records"] == toy_result()["records"]
+
+
+def test_a_png_that_fails_at_the_end_points_to_the_json(tmp_path, monkeypatch):
+    monkeypatch.setattr(credit, "measure", lambda *a: toy_result())
+    monkeypatch.setattr(credit, "plot", fails(OSError(28, "No space left on device")))
+    path = str(tmp_path / "c.json")
+    with pytest.raises(SystemExit, match=f"could not write {tmp_path}/c.png: No space left on device; the measurement "
+                                         f"is not lost, it is in {path} "):
+        credit.main(["--env", "planpath", "--json", path, "--png", str(tmp_path / "c.png")])
+    assert credit.read_result(path)["settings"]["model"] == "toy"
+
+
+def damaged(result, change):
+    change(result)
+    return result
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda r: r["settings"].update(bootstrap=10 ** 9), "settings: 'bootstrap' must be a whole number from 10 to 100000, got 1000000000"),
+    (lambda r: r["settings"].update(bootstrap="1000"), "settings: 'bootstrap' must be a whole number from 10 to 100000, got \"1000\""),
+    (lambda r: r["settings"].update(continuations=3), "settings: 'continuations' must be an even whole number"),
+    (lambda r: r["settings"].update(bf16="yes"), "settings: 'bf16' must be true or false"),
+    (lambda r: r["settings"].update(temperature=float("nan")), "settings: 'temperature' must be a number, at least 0, got NaN"),
+    (lambda r: r["settings"].pop("states"), "settings lacks 'states'"),
+    (lambda r: r["machine"].update(seconds="20 min"), "machine: 'seconds' must be a number"),
+    (lambda r: r.update(machine=[]), "'machine' must be an object"),
+    (lambda r: r["records"][2].pop("q"), "record 2 lacks 'q'"),
+    (lambda r: r["records"][3]["q"].update(success=[1.0]), "record 3: 'q' must be two finite numbers for each of return and success"),
+    (lambda r: r["records"][4]["adv"].update(grpo=float("inf")), "record 4: 'adv' must be finite numbers keyed by grpo, gigpo, at"),
+    (lambda r: r["records"][5]["adv"].update(mt=1.0), "record 5: 'adv' must be finite numbers keyed by"),
+    (lambda r: r["records"][6].update(cluster="0"), "record 6: 'cluster' must be a whole number, at least 0, got \"0\""),
+    (lambda r: r["records"][7].update(turn=0), "record 7: 'turn' must be a whole number, at least 1"),
+    (lambda r: r["records"][8].update(state=None), "record 8: 'state' must be text, got null"),
+    (lambda r: r["records"][9].update(v={"return": [0, 1]}), "record 9: 'v' must be two finite numbers"),
+    (lambda r: r["records"].__setitem__(10, [1, 2]), "record 10 must be an object"),
+])
+def test_a_json_with_bad_settings_or_records_is_one_line_before_any_analysis(change, says, tmp_path, monkeypatch):
+    """Before: settings.bootstrap 10**9 ran until killed; the string "1000", a record without q, a
+    NaN ended in a traceback or in NaN figures."""
+    monkeypatch.setattr(credit, "analyse", lambda *a: pytest.fail("analysed a bad file"))
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(damaged(toy_result(), change)))
+    with pytest.raises(SystemExit) as stop:
+        credit.main(["--from", str(path)])
+    assert str(stop.value).startswith(f"{path} is not a tools/credit.py --json file: {says}")
+    assert "\n" not in str(stop.value)
+
+
+def test_every_committed_measurement_loads_and_reproduces_exactly():
+    """docs/runs/credit/*.json pass the checks, and their figures come out the same (about 15 s)."""
+    import glob
+    import os
+    paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
+    assert len(paths) == 6
+    for path in paths:
+        result = credit.read_result(path)
+        figures = credit.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
+        assert json.dumps(figures) == json.dumps(result["figures"]), path
+
+
+def test_a_real_full_disk_leaves_no_half_file_and_prints_the_measurement(tmp_path):
+    """A file-size limit stands for the full disk: every write past 4 kB fails (EFBIG). The cut
+    --json is removed, so are the cut copies in the temporary and the current folder, and the
+    measurement is printed: the last resort, still one line of error."""
+    import os
+    import subprocess
+    import sys
+    source = tmp_path / "toy.json"
+    source.write_text(json.dumps(toy_result()))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "cwd").mkdir()
+    script = ("import json, resource, signal, sys\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\nfrom tools import credit\n"
+              "credit.measure = lambda *a: json.load(open(sys.argv[1]))  # the measurement, done\n"
+              "credit.main(['--env', 'planpath', '--json', sys.argv[2]])")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, "-c", script, str(source), str(tmp_path / "out.json")],
+                         cwd=tmp_path / "cwd", capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYTHONPATH": root, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith(f"could not write {tmp_path / 'out.json'}: File too large; "
+                                                          "the measurement is not lost, it is printed above")
+    assert json.loads(run.stdout.strip().splitlines()[-1])["records"] == json.loads(source.read_text())["records"]
+    assert sorted(os.listdir(tmp_path)) == ["cwd", "tmp", "toy.json"] and not os.listdir(tmp_path / "tmp") + os.listdir(tmp_path / "cwd")

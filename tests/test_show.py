@@ -259,7 +259,7 @@ def test_an_out_that_is_a_file_and_a_page_path_that_is_a_folder(tmp_path):
     out = make_run(tmp_path, {1: SEARCH})
     with pytest.raises(SystemExit, match="args.json: not a folder; pass the --out folder of a train.py run"):
         show.main([os.path.join(out, "args.json")])
-    with pytest.raises(SystemExit, match="could not write .*: Is a directory; give another --out"):
+    with pytest.raises(SystemExit, match=f"^--out {tmp_path} is a folder; give a file name$"):
         show.main([out, "--out", str(tmp_path)])
 
 
@@ -364,3 +364,67 @@ def test_tree_from_a_run_folder(tmp_path):
     search = make_run(tmp_path / "s", {1: SEARCH})
     with pytest.raises(SystemExit, match="not from a train.py --algo at run"):
         show.main([search, "--tree"])
+
+
+# ---------------------------------------------------------------- where the page goes, checked first
+def test_an_unwritable_page_is_refused_before_the_rollouts_are_read(tmp_path, monkeypatch):
+    """Before: a FIFO hung the tool, /proc and a file's subfolder ended in an OSError after the work."""
+    out = make_run(tmp_path, {1: SEARCH})
+    monkeypatch.setattr(show, "read_rollouts", lambda path: pytest.fail("read the rollouts before checking --out"))
+    os.mkfifo(tmp_path / "fifo")
+    reader = os.open(tmp_path / "fifo", os.O_RDONLY | os.O_NONBLOCK)  # without the check the write goes through, not hangs
+    try:
+        for path, says in ((tmp_path / "fifo", "is a FIFO, not a regular file; give a file name"),
+                           (tmp_path / "run" / "args.json" / "p.html", "is a file, not a folder; give another path"),
+                           ("/proc/no-such/p.html", "cannot be written: no file can be made in /proc")):
+            with pytest.raises(SystemExit, match=f"^--out {path} .*{says}"):
+                show.main([out, "--out", str(path)])
+    finally:
+        os.close(reader)
+    os.makedirs(os.path.join(out, "show_step_1.html"))  # the default page path, taken by a folder
+    with pytest.raises(SystemExit, match=r"show_step_1.html is a folder; give --out FILE elsewhere$"):
+        show.main([out])
+    assert sorted(os.listdir(out)) == ["args.json", "rollouts", "show_step_1.html"]  # nothing left behind
+
+
+def tree_row(group, answer, reward):
+    return {"group": group, "role": group.split(" / ")[1], "rewards": [reward], "tokens": ["P", "<answer>", answer],
+            "mask": [0, 0, 1], "adv": [0.0, 0.0, 1.0], "turn": [0, 0, 1]}
+
+
+def test_a_tree_with_rows_missing_says_so(tmp_path, capsys):
+    """K = 2 (args.json): the executor's turn 1 has one candidate and the planner's turn 2 none,
+    though the executor's turn 2 is there. The picture draws what is there, dashed boxes where
+    candidates are missing, and a caption; the console says it too. A complete tree says nothing."""
+    rows = [tree_row("level 5 / planner / turn 1", a, r) for a, r in (("U", -0.1), ("R", 1.9))] + \
+        [tree_row("level 5 / executor / turn 1", "R", 1.9)] + \
+        [tree_row("level 5 / executor / turn 2", a, r) for a, r in (("D", 0.5), ("L", 0.4))]
+    out = make_run(tmp_path, {2: rows}, env="planpath", algo="at")
+    (tmp_path / "run" / "args.json").write_text(json.dumps({"env": "planpath", "algo": "at", "num_generations": 2}))
+    svg = open(show.main([out, "--tree"]), encoding="utf-8").read()
+    says = "rows missing from the step file: turn 1 executor 1 of 2, turn 2 planner 0 of 2 candidates"
+    assert f"step_2.jsonl: {says}" in capsys.readouterr().err
+    nodes, texts, _ = svg_nodes(svg)
+    assert texts["caption"][0].startswith(says) and len(nodes) == 5
+    assert svg.count('class="hole" data-column="1" data-row="1"') == 1 and svg.count('class="hole"') == 1
+    assert "K = 2" in texts[None][0]
+    (tmp_path / "run" / "args.json").write_text(json.dumps({"env": "planpath", "algo": "at", "num_generations": 3}))
+    show.main([out, "--tree"])  # K from args.json, not only from the largest group
+    assert "turn 1 planner 2 of 3, turn 1 executor 1 of 3, turn 2 planner 0 of 3, turn 2 executor 2 of 3" in capsys.readouterr().err
+    whole = make_run(tmp_path / "whole", {1: rows[:2] + [tree_row("level 5 / executor / turn 1", "x", -3.0)] + rows[2:3]})
+    nodes, texts, _ = svg_nodes(open(show.main([whole, "--tree"]), encoding="utf-8").read())
+    assert "caption" not in texts and len(nodes) == 4 and "missing" not in capsys.readouterr().err
+
+
+def test_a_cut_last_line_in_a_tree_is_a_missing_row(tmp_path, capsys):
+    """What a kill leaves: the last candidate of the last column is left out with a note, and the
+    tree names it as missing (K from the step's largest group: args.json does not say)."""
+    rows = [tree_row("level 5 / planner / turn 1", a, r) for a, r in (("U", -0.1), ("R", 1.9))] + \
+        [tree_row("level 5 / executor / turn 1", a, r) for a, r in (("R", 1.9), ("x", -3.0))]
+    out = make_run(tmp_path, {1: rows[:3]})
+    with open(os.path.join(out, "rollouts", "step_1.jsonl"), "a") as f:
+        f.write(json.dumps(rows[3])[:30])
+    svg = open(show.main([out, "--tree"]), encoding="utf-8").read()
+    err = capsys.readouterr().err
+    assert "its last line was cut" in err and "turn 1 executor 1 of 2 candidates" in err
+    assert "turn 1 executor 1 of 2 candidates" in svg_nodes(svg)[1]["caption"][0]

@@ -6,6 +6,7 @@ root imports them.
     show.py        the per-token credit page of a run's rollouts, and the AT-GRPO tree (docs/tools.md)
     credit.py      every advantage estimator against the true advantage (docs/tools.md)
     scale_trl.py   MT-GRPO inside TRL's GRPOTrainer, for many GPUs (docs/scale.md)
+    output.py      no script: where credit, compare and show write, checked before their work
 
 The speed lab (bench.py and the lever scripts) lives in speedlab/.
 """

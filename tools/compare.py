@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import train
 from machinery.cli import one_line
 from machinery.records import read_json, read_jsonl
+from tools import output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # train.py is there
 NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO",
@@ -145,6 +146,34 @@ def run_folders(out, algo, seeds):
     return {s: os.path.join(out, f"{algo}-s{s}") for s in seeds} if seeds else {None: os.path.join(out, algo)}
 
 
+def check_envs(env, out, algos, seeds):
+    """A run folder of another task is refused: its report would carry this --env's title and
+    rows. Folders without args.json (not run yet) pass; a damaged one is a ValueError."""
+    for name in algos:
+        for run in run_folders(out, name, seeds).values():
+            if os.path.exists(os.path.join(run, "args.json")):
+                theirs = read_args(run)["env"]
+                if theirs != env:
+                    fix = f"give --env {theirs}" if theirs in ORDER else f"move it out of {out}"
+                    raise SystemExit(f"{run} is a run of --env {theirs!r} (its args.json), not {env}: {fix}, "
+                                     "or another --out")
+
+
+def check_outputs(out):
+    """OUT and the report written in it (results.md, compare.png), checked before any run: a
+    report that cannot be written is not found out after hours of training."""
+    output.check(out, "--out", fix="give another --out", folder=True)
+    for name in ("results.md", "compare.png"):
+        output.check(os.path.join(out, name), "--out:", fix="move it away or give another --out")
+
+
+def check_runs(runs):
+    """The folder and the OUT/NAME.out of each run about to train, before the first starts."""
+    for run in runs:
+        output.check(run, "--out:", fix="move it away or give another --out", folder=True)
+        output.check(run + ".out", "--out:", fix="move it away or give another --out")
+
+
 def run_all(env, out, flags, jobs, algos, seeds, restart=False):
     """Check every run folder first (a mismatch stops before any compute), then run the rest.
     A folder with a log but no checkpoint is reported and left as it is (plan: 'kept')."""
@@ -165,6 +194,7 @@ def run_all(env, out, flags, jobs, algos, seeds, restart=False):
             print(f"{os.path.basename(run):>10}: {state}")
             if state != "done":
                 todo.append((os.path.basename(run), command(env, algo, run, mine, state)))
+    check_runs([os.path.join(out, name) for name, _ in todo])  # run_folders' paths
     os.makedirs(out, exist_ok=True)
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else 0
     if jobs > 1 and todo:
@@ -290,9 +320,7 @@ def report(env, out, algos=None, seeds=()):
         [[NAMES[a] + ("" if s is None else f" seed {s}"), r["last_step"], r["time"], r["command"]]
          for a in algos for s, r in zip(run_folders(out, a, seeds), runs[a])])
     text = "\n".join(lines) + "\n"
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(text)
+    output.write_text(os.path.join(out, "results.md"), text)
     print("\n" + text)
     plot(env, out, algos, seeds)
 
@@ -375,7 +403,9 @@ def main(argv=None):
                                     for r in run_folders(args.out, a, args.seeds).values()):
         raise SystemExit(f"{args.out}: no run logs of {', '.join(algos)} there; give the --out of an earlier "
                          "tools/compare.py (and its --seeds)")
+    check_outputs(args.out)
     try:
+        check_envs(args.env, args.out, algos, args.seeds)
         failed = [] if args.report_only else run_all(args.env, args.out, flags, max(1, args.jobs), algos, args.seeds,
                                                      args.restart)
         report(args.env, args.out, algos, args.seeds)

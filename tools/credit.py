@@ -32,7 +32,9 @@ two independent A*; their correlation r is the split-half reliability, and no es
 the true A*, can correlate with the measured A* above sqrt(2r / (1 + r)) (Spearman-Brown).
 """
 import argparse
+import importlib.util
 import json
+import math
 import os
 import platform
 import sys
@@ -54,6 +56,7 @@ from machinery.cli import one_line
 from machinery import precision
 from machinery.records import read_json
 from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
+from tools import output
 
 NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "grpo": "GRPO (trajectories)",
          "gigpo": "GiGPO", "at": "AT-GRPO (tree)"}
@@ -63,6 +66,7 @@ TARGETS = {"search": ("return", "outcome"), "planpath": ("return", "success")}
 DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr")),
                "planpath": (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo"))}
 DEFAULT_STATES, DEFAULT_CONTINUATIONS = {"search": 12, "planpath": 4}, {"search": 8, "planpath": 4}  # about 20 min each
+BOOTSTRAP = (10, 100_000)  # draws: 1000 take seconds; the upper bound keeps a typo from running for days
 SUBSETS = {"search": {"turn 1": lambda r: True},
            "planpath": {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1,
                         "turns 2+": lambda r: r["turn"] >= 2}}
@@ -381,13 +385,9 @@ def summary(results):
 
 def plot(result, path):
     """One scatter panel per estimator: its advantage against A* (the return)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no PNG: matplotlib is not installed (pip install -r requirements-plot.txt)", file=sys.stderr)
-        return
+    import matplotlib  # there: main checked before the measurement
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     env, records = result["settings"]["env"], result["records"]
     a_star = true_advantages(records, "return")[0]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharex=True)
@@ -406,6 +406,7 @@ def plot(result, path):
     axes[0].set_ylabel("the estimator's advantage")
     fig.suptitle(f"{env}: model {result['settings']['model']}, {'bf16' if result['settings']['bf16'] else 'fp32'}")
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # missing folders are made, as for --json
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")
 
@@ -424,8 +425,10 @@ def parse_args(argv):
     p.add_argument("--from", dest="sources", nargs="+", metavar="JSON",
                    help="--json files: print their tables again, then the differences side by side; no model")
     ours, rest = p.parse_known_args(argv)
-    if ours.continuations is not None and (ours.continuations < 2 or ours.continuations % 2) or ours.chunk < 1 or ours.bootstrap < 10:
-        p.error("--continuations must be even and at least 2, --chunk at least 1, --bootstrap at least 10")
+    if ours.continuations is not None and (ours.continuations < 2 or ours.continuations % 2) or ours.chunk < 1 \
+            or not BOOTSTRAP[0] <= ours.bootstrap <= BOOTSTRAP[1]:
+        p.error("--continuations must be even and at least 2, --chunk at least 1, "
+                f"--bootstrap from {BOOTSTRAP[0]} to {BOOTSTRAP[1]}")
     if ours.states is not None and ours.states < 2:
         p.error("--states must be at least 2 (the intervals resample states)")
     if ours.num_generations is not None and ours.num_generations < 2:
@@ -469,26 +472,80 @@ def measure(ours, args):
 
 
 def read_result(path):
-    """A --json file, checked like any input: settings and records with the fields the figures read."""
+    """A --json file, read as data: its settings and every record checked for what the tables and
+    figures read (types, ranges, finite numbers); the first problem stops with one line naming
+    the file, the record and the key."""
     try:
-        result = read_json(path)
-        env = result["settings"]["env"]
-        missing = {"model", "states", "num_generations", "continuations", "bf16", "temperature", "bootstrap"} - set(result["settings"])
-        if missing:
-            raise KeyError(", ".join(sorted(missing)))
-        if env not in ESTIMATORS or not isinstance(result["records"], list) or not result["records"]:
-            raise ValueError("no records, or an env other than search and planpath")
-        for r in result["records"]:
-            numbers = [r["cluster"], r["turn"], *r["adv"].values()] + [x for t in TARGETS[env] for part in ("q", "v")
-                                                                       if part in r for x in r[part][t]]
-            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers) or not isinstance(r["state"], str):
-                raise ValueError("a record with a field that is not a number")
-            if not set(r["adv"]) <= set(ESTIMATORS[env]) or any(len(r[part][t]) != 2 for t in TARGETS[env] for part in ("q", "v") if part in r):
-                raise ValueError("a record with an unknown estimator or without two halves")
-        return result
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise SystemExit(f"{path} is not a tools/credit.py --json file ({type(e).__name__}: {e}); "
-                         "make one with python tools/credit.py --json FILE") from None
+        result = read_json(path, {"settings": dict, "records": list})
+        why = result_problem(result)
+    except ValueError as e:  # read_json's one line names the file first
+        why = str(e).removeprefix(path).removeprefix(":").strip()
+    if why:
+        raise SystemExit(f"{path} is not a tools/credit.py --json file: {why}; "
+                         "make one with python tools/credit.py --json FILE")
+    return result
+
+
+def finite(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def whole(low, high=float("inf")):
+    return lambda x: isinstance(x, int) and not isinstance(x, bool) and low <= x <= high
+
+
+# what the tables and figures read, and what each must be; bootstrap bounded: 10**9 draws would run for days
+SETTINGS = {"env": (lambda x: x in ESTIMATORS, "search or planpath"), "model": (lambda x: isinstance(x, str), "text"),
+            "states": (whole(2), "a whole number, at least 2"), "num_generations": (whole(2), "a whole number, at least 2"),
+            "continuations": (lambda x: whole(2)(x) and x % 2 == 0, "an even whole number, at least 2"),
+            "bf16": (lambda x: isinstance(x, bool), "true or false"),
+            "temperature": (lambda x: finite(x) and x >= 0, "a number, at least 0"),
+            "bootstrap": (whole(*BOOTSTRAP), f"a whole number from {BOOTSTRAP[0]} to {BOOTSTRAP[1]}")}
+MACHINE = {"cpu": (lambda x: isinstance(x, str), "text"), "threads": (whole(1), "a whole number, at least 1"),
+           "load_at_start": (finite, "a number"), "seconds": (finite, "a number")}
+
+
+def fields_problem(where, values, checks):
+    """What is wrong with the dict `values` under checks {key: (test, what it must be)}, or None."""
+    for key, (ok, what) in checks.items():
+        if key not in values:
+            return f"{where} lacks '{key}'"
+        if not ok(values[key]):
+            return f"{where}: '{key}' must be {what}, got {json.dumps(values[key])[:40]}"
+    return None
+
+
+def result_problem(result):
+    """What is wrong with a read --json object, or None: settings, machine, then record by record."""
+    if not isinstance(result.get("machine", {}), dict):
+        return "'machine' must be an object"
+    why = (fields_problem("settings", result["settings"], SETTINGS)
+           or ("machine" in result and fields_problem("machine", result["machine"], MACHINE))
+           or (not result["records"] and "no records"))
+    if why:
+        return why
+    env = result["settings"]["env"]
+    return next(filter(None, (record_problem(r, env, f"record {i}") for i, r in enumerate(result["records"]))), None)
+
+
+def record_problem(r, env, where):
+    """What is wrong with one record, or None: its state, cluster and turn, each estimator's
+    advantage, and the two halves of Q (and of V, where it has its own) for each target."""
+    if not isinstance(r, dict):
+        return f"{where} must be an object"
+    targets = f"two finite numbers for each of {' and '.join(TARGETS[env])}"
+    checks = {"state": (lambda x: isinstance(x, str), "text"), "cluster": (whole(0), "a whole number, at least 0"),
+              "turn": (whole(1), "a whole number, at least 1"),
+              "adv": (lambda x: isinstance(x, dict) and bool(x) and set(x) <= set(ESTIMATORS[env])
+                      and all(map(finite, x.values())), f"finite numbers keyed by {', '.join(ESTIMATORS[env])}"),
+              "q": (halves_ok(env), targets)}
+    return fields_problem(where, r, checks | ({"v": (halves_ok(env), targets)} if "v" in r else {}))
+
+
+def halves_ok(env):
+    """The test of a Q or V: {target: [first half, second half]} for every target of env."""
+    return lambda x: isinstance(x, dict) and all(isinstance(x.get(t), list) and len(x[t]) == 2 and all(map(finite, x[t]))
+                                                 for t in TARGETS[env])
 
 
 def cpu_name():
@@ -503,23 +560,41 @@ def cpu_name():
 @one_line
 def main(argv=None):
     ours, args = parse_args(sys.argv[1:] if argv is None else argv)
-    for path in (ours.json, ours.png):  # checked before the long work, not after it
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise SystemExit(f"{path}: its folder does not exist; create it or give another path")
+    for flag, path in (("--json", ours.json), ("--png", ours.png)):  # before the 20 minutes, not after them
+        if path:
+            output.check(path, flag)
+    if ours.png and importlib.util.find_spec("matplotlib") is None:
+        raise SystemExit("--png needs matplotlib: pip install -r requirements-plot.txt, or leave out --png")
     results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
     for result in results:
         result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
         print(tables(result) + "\n")
     if len(results) > 1:
         print(summary(results))
-    result = results[0]
-    if ours.json:
-        with open(ours.json, "w") as f:
-            json.dump(result, f)
-        print(f"wrote {ours.json}")
-    if ours.png:
-        plot(result, ours.png)
-    return result
+    save(results[0], ours)
+    return results[0]
+
+
+def save(result, ours):
+    """--json, then --png. A write that fails all the same (a disk that filled up during the
+    measurement) loses nothing: the measurement is kept in a file of its own (or printed), and
+    the one-line error says where."""
+    text = json.dumps(result)
+    kept = ours.sources[0] if ours.sources else None  # where the measurement is already
+    flag, path = "--json", ours.json
+    try:
+        if ours.json:
+            output.write_text(ours.json, text)
+            print(f"wrote {ours.json}")
+            kept = ours.json
+        flag, path = "--png", ours.png
+        if ours.png:
+            plot(result, ours.png)
+    except OSError as e:
+        kept = kept or output.keep(text, "credit", ".json")
+        where = f"it is in {kept}" if kept else "it is printed above"
+        raise SystemExit(f"could not write {path}: {e.strerror or e}; the measurement is not lost, {where} "
+                         f"(python tools/credit.py --from {kept or 'FILE'} {flag} FILE writes it again)") from None
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from atgrpo import Group, best_index
 from machinery.cli import one_line
 from machinery.records import read_json, read_jsonl
+from tools import output
 
 KEYS = ("group", "role", "rewards", "tokens", "mask", "adv", "turn")
 ALGOS = {"mt": "MT-GRPO, turn-level advantages", "mr": "GRPO-MR, merged reward",
@@ -249,15 +250,33 @@ def short(text, n=16):
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
-def tree_svg(groups, title=""):
+def tree_svg(groups, title="", K=None):
     """AT-GRPO tree sampling of one environment as an SVG picture. groups: the atgrpo.Groups of
     that environment in play order (one column per agent and turn). Each column is one group
     (env, agent, turn): its K candidates, each with its reward; the chosen one (best reward,
     ties to the lowest) is green, and every candidate of the next column grows from it, so
-    the K of a column share one prompt (the header counts the distinct prompts)."""
+    the K of a column share one prompt (the header counts the distinct prompts). A column with
+    fewer than K (default: its largest column's) candidates has rows missing: dashed empty boxes
+    stand in their place and a red caption names them (missing_rows)."""
+    K = K or max(len(g.candidates) for g in groups)
     columns = [(g.key, g.candidates, g.rewards, g.chosen) for g in groups]
     links = [(c - 1, columns[c - 1][3], c, k) for c in range(1, len(columns)) for k in range(len(columns[c][1]))]
-    return figure(columns, links, title, [f"group (e, {g.key[1][:8]}, {g.key[2]})" for g in groups])
+    holes = [(c, k) for c, g in enumerate(groups) for k in range(len(g.candidates), K)]
+    return figure(columns, links, title, [f"group (e, {g.key[1][:8]}, {g.key[2]})" for g in groups],
+                  holes=holes, caption=missing_rows(groups, K))
+
+
+def missing_rows(groups, K):
+    """One line naming what the step file lacks of this level's tree, or "": every agent plays
+    every turn until the episode ends, each with K candidates (rows), so a column with fewer, or
+    an agent's turn absent before the last one there, is rows missing (a cut or edited file)."""
+    roles = list(dict.fromkeys(g.key[1] for g in groups))  # in play order
+    counts = {(g.key[2], roles.index(g.key[1])): len(g.candidates) for g in groups}
+    last = max(counts)
+    short = [f"turn {t} {roles[r]} {counts.get((t, r), 0)} of {K}" for t in range(1, last[0] + 1)
+             for r in range(len(roles)) if (t, r) <= last and counts.get((t, r), 0) < K]
+    return (f"rows missing from the step file: {', '.join(short)} candidates; the tree shows only "
+            "those there") if short else ""
 
 
 def trajectories_svg(trajectories, title=""):
@@ -276,15 +295,17 @@ def trajectories_svg(trajectories, title=""):
     return figure(columns, links, title, ["group (e): returns"] * depth, returns)
 
 
-def figure(columns, links, title, group_names, row_notes=None):
+def figure(columns, links, title, group_names, row_notes=None, holes=(), caption=""):
     """Columns [(key, K candidates, K rewards, chosen index or None)] as boxes, links
-    [(column, row, column, row)] as lines, a start node feeding the first column."""
-    K = max(len(c[1]) for c in columns)
+    [(column, row, column, row)] as lines, a start node feeding the first column; holes
+    [(column, row)]: dashed empty boxes where a candidate is missing, named by the caption."""
+    K = max([len(c[1]) for c in columns] + [k + 1 for _, k in holes])
     x = lambda c: 70 + c * (W + GAP)  # noqa: E731  left edge of column c
     y = lambda k: 74 + k * (H + 14)  # noqa: E731  top edge of row k
     start = (y(0) + y(K - 1)) / 2 + H / 2  # the start node, level with the middle row
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{x(len(columns)) + (110 if row_notes else 0)}" '
-           f'height="{y(K) + 10}" font-family="monospace" font-size="12"><rect width="100%" height="100%" fill="white"/>',
+    width = max(x(len(columns)) + (110 if row_notes else 0), 20 + 7.5 * len(caption))  # 7.5: a 12 px monospace character
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{y(K) + (30 if caption else 10)}" '
+           'font-family="monospace" font-size="12"><rect width="100%" height="100%" fill="white"/>',
            f'<text x="10" y="18" font-weight="bold">{html.escape(title)}</text>',
            f'<circle class="start" cx="30" cy="{start}" r="8" fill="#555"/>']
     out += [line(38, start, x(0), y(k) + H / 2) for k in range(len(columns[0][1]))]
@@ -296,8 +317,13 @@ def figure(columns, links, title, group_names, row_notes=None):
                    f'<text class="prompts" x="{x(c)}" y="66" fill="#444" font-size="11">{prompts} prompt{"s" * (prompts != 1)}</text>')
         out += [node(x(c), y(k), c, k, cand[2], r, k == chosen)
                 for k, (cand, r) in enumerate(zip(candidates, rewards)) if cand is not None]
+    out += [f'<g class="hole" data-column="{c}" data-row="{k}"><rect x="{x(c)}" y="{y(k)}" width="{W}" height="{H}" rx="4" '
+            f'fill="none" stroke="#b00" stroke-dasharray="4 3"/><text x="{x(c) + 6}" y="{y(k) + 23}" fill="#b00">missing</text></g>'
+            for c, k in holes]
     for k, note in enumerate(row_notes or []):
         out.append(f'<text class="note" x="{x(len(columns)) - GAP + 8}" y="{y(k) + H / 2 + 4}">{html.escape(note)}</text>')
+    if caption:
+        out.append(f'<text class="caption" x="10" y="{y(K) + 16}" fill="#b00">{html.escape(caption)}</text>')
     return "\n".join(out + ["</svg>"]) + "\n"
 
 
@@ -335,6 +361,17 @@ def level_groups(rows, level=None):
     return groups
 
 
+def group_size(out, rows):
+    """K of an AT-GRPO run: its args.json's --num-generations (never changed by --resume), or the
+    step's largest group where that is unreadable or smaller."""
+    try:
+        k = read_json(os.path.join(out, "args.json")).get("num_generations")
+    except (OSError, ValueError):
+        k = None
+    largest = max(len(members) for _, members in groups_of(rows))
+    return max(k, largest) if isinstance(k, int) and not isinstance(k, bool) else largest
+
+
 @one_line
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -351,20 +388,21 @@ def main(argv=None):
     if step not in steps:
         raise SystemExit(f"{a.out}: no rollouts for step {step}; available steps: "
                          + ", ".join(map(str, sorted(steps))))
+    path = a.file or os.path.join(a.out, f"tree_step_{step}.svg" if a.tree else f"show_step_{step}.html")
+    output.check(path, "--out" if a.file else "", fix=None if a.file else "give --out FILE elsewhere")  # before the reading
     rows = read_rollouts(steps[step])
     if a.tree:
         groups = level_groups(rows, a.level)
-        path = a.file or os.path.join(a.out, f"tree_step_{step}.svg")
-        text = tree_svg(groups, f"AT-GRPO tree sampling, K = {len(groups[0].candidates)}: step {step}, "
-                                f"level e = {groups[0].key[0]}")
+        K = group_size(a.out, rows)
+        gaps = missing_rows(groups, K)
+        if gaps:  # said here too, not only in the picture
+            print(f"note: {steps[step]}: {gaps}", file=sys.stderr)
+        text = tree_svg(groups, f"AT-GRPO tree sampling, K = {K}: step {step}, level e = {groups[0].key[0]}", K)
     else:
         groups = groups_of(rows)
-        path = a.file or os.path.join(a.out, f"show_step_{step}.html")
         text = page(a.out, step, groups, pick_group(groups, a.group))
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        output.write_text(path, text)
     except OSError as e:
         raise SystemExit(f"could not write {path}: {e.strerror or e}; give another --out") from None
     print(path)
