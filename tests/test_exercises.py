@@ -1,11 +1,18 @@
 """The exercises' checker (exercises/check.py): it passes the project's own functions, fails the
-untouched stubs, passes a correct student answer and fails plausible wrong ones.
+untouched stubs, passes a correct student answer and fails plausible wrong ones; and no student
+file (an exit, an endless loop in C, a thread or a fork left running, an edit of the checker, an
+exception that cannot be printed) makes it pass, hang or stop before the next exercise.
 
 A wrong answer is a correct answer below with one mistake a student could make (a text
 replacement), written to a temporary ex*.py file and loaded the way check.py loads a student's.
 """
 import importlib.util
+import os
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -270,17 +277,23 @@ def test_ex2_must_return_float64(tmp_path):
     assert failure.split("\n")[2:] == ["expected: 'torch.float64'", "got:      'torch.float32'"]
 
 
+CATCH_ALL = ("def group_norm(r):\n    while True:\n        try:\n            while True:\n                pass\n"
+             "        except BaseException:\n            pass\n")
+
+
 @pytest.mark.parametrize("body, reason", [
     ("import sys\nsys.exit()\n", "called sys.exit(); return a value instead"),
     ("def group_norm(r):\n    import sys\n    sys.exit(0)\n", "called sys.exit(0); return a value instead"),
     ("def group_norm(r):\n    while True:\n        try:\n            pass\n        except Exception:\n            pass\n",
-     "did not finish within 0.2 s (an endless loop?)"),
+     "did not finish within 1 s (an endless loop?)"),
+    (CATCH_ALL, "did not finish within 1 s (an endless loop?)"),  # before: a watchdog ended check.py
     ("def group_norm(r):\n    raise BaseException('boom')\n", "raised BaseException: boom"),
     ("def group_norm(r):\n    raise GeneratorExit\n", "raised GeneratorExit"),
+    ("def group_norm(r):\n    raise KeyboardInterrupt\n", "raised KeyboardInterrupt"),  # no Ctrl-C
 ])
 def test_an_exit_or_an_endless_loop_in_a_student_file_fails_and_the_table_goes_on(tmp_path, monkeypatch, capsys,
                                                                                    body, reason):
-    monkeypatch.setattr(check, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(check, "TIME_LIMIT", 1)
     write_answers(tmp_path, {**RIGHT, 1: body})
     assert check.main(["--dir", str(tmp_path)]) == 1  # before: exit 0 with an empty table, or a hang
     out = capsys.readouterr().out
@@ -289,32 +302,191 @@ def test_an_exit_or_an_endless_loop_in_a_student_file_fails_and_the_table_goes_o
 
 
 def test_a_closed_pipe_ends_quietly():
-    import subprocess
-    import sys
     p = subprocess.run(f"{sys.executable} {ROOT / 'exercises' / 'check.py'} --solutions | head -1",
                        shell=True, capture_output=True, text=True, timeout=120)
     assert p.stdout.strip() == "checking the project's functions" and "Traceback" not in p.stderr
 
 
-def test_code_that_catches_even_the_time_limit_is_ended_by_the_watchdog(tmp_path):
-    """A bare except inside an endless loop swallows the timer's exception: the watchdog prints
-    the row, says the rest was not checked and exits 1 (before: check.py hung)."""
-    import subprocess
-    import sys
-    write_answers(tmp_path, {**RIGHT, 1: "def group_norm(r):\n    while True:\n        try:\n"
-                                         "            while True:\n                pass\n"
-                                         "        except BaseException:\n            pass\n"})
-    code = ("import sys, check; check.TIME_LIMIT, check.GRACE = 0.2, 0.3; "
-            f"sys.exit(check.main(['--dir', {str(tmp_path)!r}]))")
+def test_what_a_student_file_prints_shows_under_its_row(tmp_path, capsys):
+    write_answers(tmp_path, {**RIGHT, 3: "print('hello from ex3')\n" + textwrap.dedent(RIGHT[3])})
+    assert check.main(["3", "--dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[2:4] == [
+        " 3  token advantages and mask    passed", "      printed: hello from ex3"]
+
+
+# ---------------------------------------------------------------- student files that attack the checker
+# Each runs check.py in a process of its own (with TIME_LIMIT = 1 s), as CI would: a checker that
+# runs the student's code in its own process would end, hang or pass here.
+def run_checker(folder, *numbers):
+    """check.py --dir folder numbers: (its completed process, the seconds it took)."""
+    code = (f"import sys, check; check.TIME_LIMIT = 1; "
+            f"sys.exit(check.main(['--dir', {str(folder)!r}] + {[str(n) for n in numbers]!r}))")
+    start = time.monotonic()
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "exercises", capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 1 and "Traceback" not in p.stderr
-    assert p.stdout.splitlines()[-2:] == [
-        " 1  group normalisation          failed: did not finish within 0.2 s and could not be stopped "
-        "(it catches every exception)", "check.py stops here: the exercises after it were not checked"]
+                       timeout=90)
+    return p, time.monotonic() - start
 
 
-def test_ctrl_c_still_stops_the_checker(tmp_path):
-    write_answers(tmp_path, {**RIGHT, 1: "def group_norm(r):\n    raise KeyboardInterrupt\n"})
-    with pytest.raises(KeyboardInterrupt):
-        check.check(1, folder=tmp_path)
+def running(pid):
+    """Process pid exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def ended(pid, seconds=5):
+    deadline = time.monotonic() + seconds
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
+
+
+def test_os_exit_at_import_fails(tmp_path):
+    """Before: `check.py 1 2` exited 0 with no verdict, and CI read a pass."""
+    write_answers(tmp_path, {**RIGHT, 1: "import os\nos._exit(0)\n" + textwrap.dedent(RIGHT[1])})
+    p, _ = run_checker(tmp_path, 1, 2)
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[2:4] == [" 1  group normalisation          failed: stopped before its checks were done "
+                          "(exit code 0: os._exit()?)", "      while loading ex1_group_norm.py"]
+    assert lines[4].startswith(" 2  turn advantages (OR/MR/MT)   failed: stopped before") and lines[-1] == "0/2 passed"
+
+
+def test_an_endless_loop_in_c_is_killed(tmp_path):
+    """sum(range(10 ** 13)) never returns to the interpreter: a signal handler cannot stop it; the
+    worker running it is killed."""
+    pid_file = tmp_path / "worker.pid"
+    write_answers(tmp_path, {**RIGHT, 1: textwrap.dedent(f"""\
+        import os
+
+        def group_norm(r):
+            with open({str(pid_file)!r}, "w") as f:
+                f.write(str(os.getpid()))
+            return sum(range(10 ** 13))
+        """)})
+    p, seconds = run_checker(tmp_path, 1, 7)
+    assert p.returncode == 1 and seconds < 30, p.stdout + p.stderr
+    assert p.stdout.splitlines()[2:6] == [" 1  group normalisation          failed: did not finish within 1 s "
+                                          "(an endless loop?)", "      in the case: two samples",
+                                          " 7  BM25 scores                  passed", "1/2 passed"]
+    assert ended(int(pid_file.read_text()))
+
+
+def test_a_thread_left_running_fails_and_does_not_hang_the_checker(tmp_path):
+    source = "import threading, time\nthreading.Thread(target=time.sleep, args=(10 ** 6,)).start()\n"
+    write_answers(tmp_path, {**RIGHT, 1: source + textwrap.dedent(RIGHT[1])})
+    p, seconds = run_checker(tmp_path, 1, 7)
+    assert p.returncode == 1 and seconds < 30, p.stdout + p.stderr
+    assert p.stdout.splitlines()[2:5] == [
+        " 1  group normalisation          failed: left 1 thread(s) running: end every thread it starts",
+        " 7  BM25 scores                  passed", "1/2 passed"]
+
+
+def test_a_fork_left_running_fails_and_is_killed(tmp_path):
+    pid_file = tmp_path / "fork.pid"
+    source = textwrap.dedent(f"""\
+        import os, time
+        if os.fork() == 0:  # the fork writes its pid, then sleeps for ever
+            with open({str(pid_file)!r} + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename({str(pid_file)!r} + ".tmp", {str(pid_file)!r})
+            time.sleep(10 ** 6)
+        while not os.path.exists({str(pid_file)!r}):
+            time.sleep(0.01)
+        """)
+    write_answers(tmp_path, {**RIGHT, 1: source + textwrap.dedent(RIGHT[1])})
+    p, seconds = run_checker(tmp_path, 1, 7)  # before: hung while the fork kept the output pipe open
+    assert p.returncode == 1 and seconds < 30, p.stdout + p.stderr
+    assert p.stdout.splitlines()[2:5] == [
+        " 1  group normalisation          failed: left a process running (os.fork?): end every process it starts",
+        " 7  BM25 scores                  passed", "1/2 passed"]
+    assert ended(int(pid_file.read_text()))
+
+
+def test_editing_the_checkers_functions_does_not_make_wrong_numbers_pass(tmp_path):
+    """Before: this file got `1/1 passed`; now the checker compares in a process the file never sees."""
+    source = textwrap.dedent("""\
+        import sys
+
+        def always(*args, **kwargs):
+            return True
+
+        sys.modules["__main__"].close = always
+        for module in list(sys.modules.values()):
+            if hasattr(module, "run_check"):  # check.py, however it was imported
+                module.close = always
+                module.run_check = module.check = lambda *args, **kwargs: (True, "")
+
+        def group_norm(r):
+            return r * 0 + 5
+        """)
+    write_answers(tmp_path, {**RIGHT, 1: source})
+    p, _ = run_checker(tmp_path, 1)
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[2] == " 1  group normalisation          failed: two samples"
+    assert lines[5] == "      got:      [[5.0, 5.0]]" and lines[-1] == "0/1 passed"
+
+
+UNPRINTABLE = "class Unprintable(Exception):\n    def __str__(self):\n        raise RuntimeError('no message')\n"
+
+
+@pytest.mark.parametrize("body, first, got", [
+    ("def group_norm(r):\n    raise Unprintable()\n", "two samples",
+     "      got:      raised Unprintable: (its message could not be shown: str() raised RuntimeError)"),
+    ("raise Unprintable()\n", "could not load ex1_group_norm.py: Unprintable: (its message could not be shown: "
+                              "str() raised RuntimeError)", None),
+    ("class Unprintable(BaseException):\n    __str__ = Unprintable.__str__\ndef group_norm(r):\n    raise Unprintable()\n",
+     "raised Unprintable: (its message could not be shown: str() raised RuntimeError)", None),
+])
+def test_an_exception_that_cannot_be_printed_fails_one_exercise(tmp_path, body, first, got):
+    """Before: formatting it crashed the checker, and the next exercise was never checked."""
+    write_answers(tmp_path, {**RIGHT, 1: UNPRINTABLE + body})
+    p, _ = run_checker(tmp_path, 1, 3)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[2] == f" 1  group normalisation          failed: {first}"
+    assert got is None or got in lines
+    assert " 3  token advantages and mask    passed" in lines and lines[-1] == "1/2 passed"
+
+
+@pytest.mark.parametrize("value, got", [
+    # a float whose == and - always say "equal"
+    ("class Yes(float):\n    def __eq__(self, other):\n        return True\n    def __sub__(self, other):\n"
+     "        return 0.0\n    __rsub__ = __sub__\n    __hash__ = float.__hash__\nVALUE = Yes(0.5)\n", "0.5"),
+    ("class Broken:\n    def tolist(self):\n        raise ValueError('no list')\nVALUE = Broken()\n",
+     "a value that could not be read (ValueError: no list)"),
+])
+def test_a_returned_object_that_lies_or_breaks_does_not_pass(tmp_path, capsys, value, got):
+    """Only plain data leaves the worker: the object's own == or tolist never runs in the checker."""
+    write_answers(tmp_path, {**RIGHT, 6: value + "def exact_match_reward(completion, answers):\n    return VALUE\n"})
+    assert check.main(["6", "--dir", str(tmp_path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == " 6  exact-match reward           failed: right answer" and lines[5] == f"      got:      {got}"
+
+
+def test_ctrl_c_stops_the_checker_and_its_worker(tmp_path):
+    """Ctrl-C (SIGINT to the checker) ends it with one line and exit code 130, and the worker
+    running the student's code ends with it."""
+    marker = tmp_path / "worker.pid"
+    write_answers(tmp_path, {**RIGHT, 1: textwrap.dedent(f"""\
+        import os, time
+
+        def group_norm(r):
+            with open({str(marker)!r} + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename({str(marker)!r} + ".tmp", {str(marker)!r})
+            time.sleep(60)
+        """)})
+    p = subprocess.Popen([sys.executable, str(ROOT / "exercises" / "check.py"), "--dir", str(tmp_path), "1", "7"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, out + err
+    assert err.strip() == "interrupted: the exercises after the last row were not checked"
+    assert ended(int(marker.read_text()))
