@@ -17,8 +17,10 @@ saving leaves the previous checkpoint whole; a resume falls back to that previou
 when the newer one is missing or unreadable. trainer_state.pt is read with weights_only=True:
 tensors and plain types only, so a state file from someone else cannot run code.
 """
+import errno
 import json
 import os
+import re
 import shutil
 
 import torch
@@ -27,8 +29,9 @@ from machinery.records import read_jsonl
 
 try:
     import fcntl
-except ImportError:  # Windows: no fcntl, so runs there are not locked
-    fcntl = None
+    import resource
+except ImportError:  # Windows: no fcntl, so runs there are not locked (and no ulimit -f)
+    fcntl = resource = None
 
 HELD = {}  # run folder (its real path) -> the folder held open and locked (a file descriptor)
 
@@ -116,7 +119,10 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
     still_ours(out)
     final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
     shutil.rmtree(tmp, ignore_errors=True)
+    made = False  # once checkpoint.tmp is made, its absence means someone else deleted it
     try:
+        os.makedirs(tmp)
+        made = True
         for name, model in models.items():
             folder = tmp if name == "policy" else os.path.join(tmp, name)
             model.save_pretrained(folder)
@@ -124,19 +130,44 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
         torch.save({"step": step, "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
                     "torch_rng": torch.get_rng_state(), "data_rng": rng.getstate()},
                    os.path.join(tmp, "trainer_state.pt"))
-    except Exception as e:  # disk full, read-only, file too large: torch raises RuntimeError for these
+    except Exception as e:  # disk full, file too large, read-only: torch raises RuntimeError for these
+        cause, fix = why_not_saved(e, tmp, made, out)
         shutil.rmtree(tmp, ignore_errors=True)
-        free = shutil.disk_usage(out).free / 1e9
-        then = (f"The previous checkpoint is kept: make room, then python train.py --resume {out}"
+        then = (f"The previous checkpoint is kept: {fix}, then python train.py --resume {out}"
                 if os.path.exists(os.path.join(final, "trainer_state.pt")) else
-                f"No checkpoint was saved before: make room, then start again with --overwrite")
-        raise SystemExit(f"could not save the checkpoint of step {step} in {out}: {str(e).splitlines()[0]} "
-                         f"({free:.1f} GB free there). {then}") from None
+                f"No checkpoint was saved before: {fix}, then start again with --overwrite")
+        raise SystemExit(f"could not save the checkpoint of step {step} in {out}: {cause}. {then}") from None
     if os.path.exists(final):
         shutil.rmtree(old, ignore_errors=True)
         os.replace(final, old)
     os.replace(tmp, final)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def why_not_saved(error, tmp, made, out):
+    """(cause, fix) of a failed save, in words. torch's own message ("unexpected pos", "file write
+    failed") names no cause, so the folder is looked at while checkpoint.tmp is still there."""
+    if made and not os.path.isdir(tmp):
+        return ("checkpoint.tmp was deleted while it was written: another program works in this folder",
+                "stop it (a second train.py, a clean-up script)")
+    codes, chained = set(), error
+    while chained is not None:  # the OSError may sit under torch's error; safetensors (Rust) says
+        codes.add(getattr(chained, "errno", None))  # "... (os error 27)" in its own error's text
+        codes.update(int(n) for n in re.findall(r"os error (\d+)", str(chained)))
+        chained = chained.__cause__ or chained.__context__
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0] if resource else None
+    limited = limit is not None and limit != resource.RLIM_INFINITY
+    biggest = max((os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(tmp) for f in fs), default=0)
+    if errno.EFBIG in codes or (limited and biggest >= limit):
+        return (f"a file reached the file-size limit of {limit} bytes (ulimit -f)",
+                "raise it (ulimit -f unlimited)")
+    free = shutil.disk_usage(out).free
+    if codes & {errno.ENOSPC, errno.EDQUOT} or free < 2 ** 26:  # under 64 MB left: the save used it up
+        return f"the disk is full ({free / 1e9:.2f} GB free there)", "make room"
+    if errno.EROFS in codes:
+        return "the disk is read-only", "make it writable"
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"{first} ({free / 1e9:.1f} GB free there)", "fix that"
 
 
 def load_checkpoint(out, load):
@@ -191,6 +222,11 @@ def truncate_log(path, step):
     except ValueError as e:
         raise SystemExit(f"{e}: the run's log is damaged; fix or delete that line, then resume") from None
     records = [r for r in records if r["step"] <= step]
+    lost = sorted(set(range(1, step + 1)) - {r["step"] for r in records})
+    if lost:
+        print(f"note: {path} has no line for step {', '.join(map(str, lost))} (lost in a crash: a power "
+              f"cut can zero a file's last block); the checkpoint of step {step} is whole and the run "
+              "goes on from it, and the log keeps that gap")
     with open(path + ".tmp", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in records)
     os.replace(path + ".tmp", path)

@@ -318,3 +318,89 @@ def test_plain_with_hf_generate_false_is_a_contradiction(capsys):
         train.parse_args(["--plain", "true", "--hf-generate", "false"])
     assert "--hf-generate false asks not to" in capsys.readouterr().err.strip().splitlines()[-1]
     assert train.parse_args(["--plain", "true"]).plain and train.parse_args(["--hf-generate"]).hf_generate
+
+
+# ---------------------------------------------------------------- a failed save names its cause
+SAVE_IN_A_CHILD = """
+import random, resource, signal, sys, torch
+sys.path.insert(0, {root!r})
+from machinery import checkpoint
+from policy import load_model
+model, tok = load_model({model!r}, "cpu")
+opt = {{"policy": torch.optim.AdamW(model.parameters())}}
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # as Python's own default: a write past the limit fails
+resource.setrlimit(resource.RLIMIT_FSIZE, (2 ** 20, 2 ** 20))
+checkpoint.save_checkpoint({{"policy": model}}, tok, opt, 1, random.Random(0), {out!r})
+"""
+
+
+def test_a_save_stopped_by_the_file_size_limit_says_so(tmp_path, tiny_model_dir):
+    """ulimit -f 1 MB, a real save of a 6 MB model: before, torch's "unexpected pos" and "make room"."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = SAVE_IN_A_CHILD.format(root=root, model=tiny_model_dir, out=str(tmp_path / "run"))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert "a file reached the file-size limit of 1048576 bytes (ulimit -f)" in p.stderr
+    assert "No checkpoint was saved before: raise it (ulimit -f unlimited), then start again" in p.stderr
+    assert "make room" not in p.stderr and "unexpected pos" not in p.stderr
+
+
+def test_a_save_on_a_full_disk_says_the_disk_is_full(saved, monkeypatch):
+    out, model, tok, opt = saved
+
+    def full(*args, **kwargs):  # what torch says on a full disk names no cause
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 320 vs 214")
+    monkeypatch.setattr(checkpoint.torch, "save", full)
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: type("U", (), {"free": 10_000_000})())
+    with pytest.raises(SystemExit, match=r"step 6 in .*: the disk is full \(0.01 GB free there\)\. The previous "
+                                         r"checkpoint is kept: make room, then python train.py --resume"):
+        checkpoint.save_checkpoint({"policy": model}, tok, opt, 6, random.Random(6), out)
+
+
+def test_a_save_on_a_really_full_disk_says_the_disk_is_full(tmp_path, tiny_model_dir):
+    """A 4 MB tmpfs (needs root and mount; skipped elsewhere) and a real save of a 6 MB model."""
+    import subprocess
+    disk = tmp_path / "small"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        model, tok = load_model(tiny_model_dir, "cpu")
+        with pytest.raises(SystemExit, match=r"the disk is full \(0.00 GB free there\)\. No checkpoint was saved "
+                                             r"before: make room, then start again with --overwrite"):
+            checkpoint.save_checkpoint({"policy": model}, tok, {}, 1, random.Random(0), str(disk / "run"))
+        assert not os.path.exists(disk / "run" / "checkpoint.tmp")
+    finally:
+        subprocess.run(["umount", str(disk)])
+
+
+def test_a_save_whose_folder_another_program_deleted_says_so(saved, monkeypatch):
+    """A second writer removed checkpoint.tmp mid-save: the fix is to stop it, not to make room."""
+    out, model, tok, opt = saved
+
+    def deleted_under_us(obj, path, **kwargs):
+        checkpoint.shutil.rmtree(os.path.dirname(path))
+        raise RuntimeError("Parent directory checkpoint.tmp does not exist.")
+    monkeypatch.setattr(checkpoint.torch, "save", deleted_under_us)
+    with pytest.raises(SystemExit) as stop:
+        checkpoint.save_checkpoint({"policy": model}, tok, opt, 6, random.Random(6), out)
+    assert ("checkpoint.tmp was deleted while it was written: another program works in this folder. The "
+            "previous checkpoint is kept: stop it (a second train.py, a clean-up script), then") in str(stop.value)
+    assert "make room" not in str(stop.value)
+
+
+def test_a_resume_notes_the_steps_whose_log_lines_a_power_cut_lost(tmp_path, capsys):
+    """A power cut can zero the last block of a file: the lines of steps 3 and 4 are gone, the
+    checkpoint of step 4 is whole. The resume says so; the log keeps lines 0-2 and the gap."""
+    path = tmp_path / "log.jsonl"
+    lines = "".join(json.dumps({"step": s, "reward": s / 10}) + "\n" for s in range(5))
+    keep = len("".join(json.dumps({"step": s, "reward": s / 10}) + "\n" for s in range(3)))
+    path.write_bytes(lines[:keep].encode() + b"\0" * (len(lines) - keep))
+    records = checkpoint.truncate_log(str(path), 4)
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert "has no line for step 3, 4 (lost in a crash" in capsys.readouterr().out
+    checkpoint.truncate_log(str(path), 2)  # nothing lost up to step 2: nothing said
+    assert capsys.readouterr().out == ""

@@ -153,6 +153,7 @@ def test_a_failed_first_save_advises_starting_over(tmp_path, monkeypatch):
     def full_disk(*args, **kwargs):
         raise RuntimeError("file write failed")
     monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: type("U", (), {"free": 0})())
     with pytest.raises(SystemExit, match="No checkpoint was saved before: make room, then start again with --overwrite"):
         checkpoint.save_checkpoint({}, None, {}, 1, random.Random(0), str(tmp_path))
 
