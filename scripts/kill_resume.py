@@ -28,7 +28,40 @@ sys.path.insert(0, HERE)
 from policy import bundled_model_dir  # noqa: E402
 
 
+# What the tiny model is taught to write: answers that earn different rewards (format, tool call,
+# exact match), so a group's advantages are not all 0 and every update moves the weights. A
+# random model's answers all earn the same; its grad norm is 0 at every step and "bit-identical
+# weights" would compare two copies of the initial model.
+ANSWERS = ["<answer>Paris</answer>", "<answer>London</answer>", "<search>capital</search>",
+           "Paris", "<answer>", "the"]
+
+
+def teach_to_answer(folder, steps=100, seed=0):
+    """Train the model saved in folder, in place, to reply to the search task's prompt with one of
+    ANSWERS (Adam, lr 1e-2, the loss on the answers' tokens only), then save it back. Its sampled
+    replies are then ANSWERS and variations of them: rewards differ within a group."""
+    from env_search import SYSTEM_PROMPT
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    prompt = tok.apply_chat_template([{"role": "system", "content": SYSTEM_PROMPT},
+                                      {"role": "user", "content": "Which article is this about?"}],
+                                     add_generation_prompt=True)
+    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    rows = [prompt + tok(a, add_special_tokens=False)["input_ids"] for a in ANSWERS]
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [tok.eos_token_id] * (width - len(r)) for r in rows])
+    labels = torch.tensor([[-100] * len(prompt) + r[len(prompt):] + [-100] * (width - len(r)) for r in rows])
+    torch.manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        model(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+    model.save_pretrained(folder)
+
+
 def tiny_model(folder):
+    """A 2-layer Llama with the bundled tokenizer, taught to answer (teach_to_answer)."""
     tok = AutoTokenizer.from_pretrained(bundled_model_dir())
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -36,10 +69,11 @@ def tiny_model(folder):
                          eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
     LlamaForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
+    teach_to_answer(folder)
 
 
 def flags(model, steps):
-    return ["--model", model, "--steps", str(steps), "--batch-size", "1", "--num-generations", "2",
+    return ["--model", model, "--steps", str(steps), "--batch-size", "1", "--num-generations", "4", "--beta", "0.04",
             "--max-completion-length", "8", "--eval-n", "2", "--eval-every", "3", "--save-every", "1",
             "--micro-batch-size", "2", "--learning-rate", "1e-3", "--warmup-steps", "1", "--bf16", "false"]
 
@@ -125,6 +159,18 @@ def main():
               f"bit-identical weights {same_weights}")
         if not (same_log and same_weights):
             raise SystemExit(1)
+        check_it_trained(log_lines(full), a, AutoModelForCausalLM.from_pretrained(model).state_dict())
+
+
+def check_it_trained(lines, final, initial):
+    """The comparison above means something only if the run trained: a gradient at every step and
+    final weights that differ from the initial ones."""
+    norms = [line["grad_norm"] for line in lines if line["step"] > 0]
+    moved = max((final[k] - initial[k]).abs().max().item() for k in initial)
+    print(f"grad norm > 0 at {sum(n > 0 for n in norms)} of {len(norms)} steps; largest weight change {moved:.3g}")
+    if not (norms and all(n > 0 for n in norms) and moved > 0):
+        raise SystemExit("the reference run did not train (a step with grad norm 0, or unchanged weights): "
+                         "the identical weights above prove nothing")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,26 @@ def tiny_model_dir(tmp_path_factory, tokenizer):
     return str(path)
 
 
+def answering_copy(model_dir, tmp_path_factory):
+    """A copy of model_dir taught to answer the search prompt in several ways
+    (scripts/kill_resume.teach_to_answer): its groups' rewards differ, so every update moves the
+    weights. A random model earns the same reward on every answer: advantage 0, grad norm 0, and
+    a resume test would compare two copies of the initial weights."""
+    import shutil
+
+    from scripts.kill_resume import teach_to_answer
+    path = tmp_path_factory.mktemp("answering")
+    shutil.copytree(model_dir, path, dirs_exist_ok=True)
+    teach_to_answer(str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def answering_model_dir(tiny_model_dir, tmp_path_factory):
+    """tiny_model_dir taught to answer (answering_copy)."""
+    return answering_copy(tiny_model_dir, tmp_path_factory)
+
+
 def garbled_text(rng, pieces):
     """Random text for robustness tests: up to 12 parts, each a protocol fragment from
     `pieces` or a run of random unicode code points."""
@@ -77,6 +97,12 @@ def qwen_dir(request, tmp_path_factory):
 def qwen_base_dir(tmp_path_factory):
     """The base variant: the card's Qwen/Qwen2.5-0.5B."""
     return qwen_model_dir("base", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def qwen_answering_dir(qwen_base_dir, tmp_path_factory):
+    """qwen_base_dir taught to answer (answering_copy)."""
+    return answering_copy(qwen_base_dir, tmp_path_factory)
 
 
 @pytest.fixture(autouse=True)

@@ -213,11 +213,14 @@ def test_every_algorithm_steps_on_qwen(tmp_path, qwen_base_dir, extra):
     assert history[-1]["step"] == 1 and history[-1]["gen_tokens"] > 0
 
 
-def test_resume_on_qwen_equals_an_uninterrupted_run(tmp_path, qwen_base_dir, monkeypatch):
+TRAINS = ("--num-generations", "4", "--beta", "0.04")  # with qwen_answering_dir: a gradient at every step
+
+
+def test_resume_on_qwen_equals_an_uninterrupted_run(tmp_path, qwen_answering_dir, monkeypatch):
     from safetensors.torch import load_file
 
     from machinery import checkpoint
-    train.main(run_flags(tmp_path, qwen_base_dir, "full", "--steps", "2"))
+    train.main(run_flags(tmp_path, qwen_answering_dir, "full", "--steps", "2", *TRAINS))
     real_save = checkpoint.save_checkpoint
 
     def crash_at_2(models, tok, opts, step, rng, out):
@@ -226,9 +229,12 @@ def test_resume_on_qwen_equals_an_uninterrupted_run(tmp_path, qwen_base_dir, mon
         real_save(models, tok, opts, step, rng, out)
     monkeypatch.setattr(checkpoint, "save_checkpoint", crash_at_2)
     with pytest.raises(SystemExit, match="stopped \\(Ctrl-C\\)"):
-        train.main(run_flags(tmp_path, qwen_base_dir, "cut", "--steps", "2"))
+        train.main(run_flags(tmp_path, qwen_answering_dir, "cut", "--steps", "2", *TRAINS))
     monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
-    train.main(["--resume", str(tmp_path / "cut")])
+    history = train.main(["--resume", str(tmp_path / "cut")])
     assert strip_times(tmp_path / "cut" / "log.jsonl") == strip_times(tmp_path / "full" / "log.jsonl")
     full, cut = (load_file(tmp_path / run / "checkpoint" / "model.safetensors") for run in ("full", "cut"))
     assert full.keys() == cut.keys() and all(torch.equal(full[k], cut[k]) for k in full)
+    assert all(h["grad_norm"] > 0 for h in history[1:])  # it trained, so the equality says something
+    initial = load_file(os.path.join(qwen_answering_dir, "model.safetensors"))
+    assert any(not torch.equal(full[k], initial[k]) for k in full)

@@ -169,10 +169,11 @@ def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir, monkeypat
     assert os.path.exists(page) and "turn 1" in open(page).read()
 
 
-def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, tiny_model_dir, monkeypatch):
-    full, flags = tiny_run(tmp_path, tiny_model_dir, "full", "--steps", "4")
+def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, answering_model_dir, monkeypatch):
+    trains = ("--steps", "4", "--num-generations", "4", "--beta", "0.04")  # a gradient at every step
+    full, flags = tiny_run(tmp_path, answering_model_dir, "full", *trains)
     train.main(flags)
-    crashed, flags = tiny_run(tmp_path, tiny_model_dir, "crashed", "--steps", "4")
+    crashed, flags = tiny_run(tmp_path, answering_model_dir, "crashed", *trains)
     real_save = checkpoint.save_checkpoint
 
     def crash_at_4(models, tok, opts, step, rng, out):
@@ -190,6 +191,21 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, tiny_model_d
     a = AutoModelForCausalLM.from_pretrained(os.path.join(full, "checkpoint")).state_dict()
     b = AutoModelForCausalLM.from_pretrained(os.path.join(crashed, "checkpoint")).state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # ... which says something only because the run trained: a gradient at every step, weights moved
+    assert all(h["grad_norm"] > 0 for h in history[1:])
+    initial = AutoModelForCausalLM.from_pretrained(answering_model_dir).state_dict()
+    assert any(not torch.equal(a[k], initial[k]) for k in a)
+
+
+def test_the_kill_resume_script_refuses_a_run_that_did_not_train():
+    from scripts.kill_resume import check_it_trained
+    w = {"w": torch.zeros(2)}
+    check_it_trained([{"step": 0}, {"step": 1, "grad_norm": 0.5}], {"w": torch.ones(2)}, w)
+    for lines, final in (([{"step": 1, "grad_norm": 0.0}], {"w": torch.ones(2)}),  # a step without gradient
+                         ([{"step": 1, "grad_norm": 0.5}], {"w": torch.zeros(2)}),  # weights unchanged
+                         ([{"step": 0}], {"w": torch.ones(2)})):  # no step at all
+        with pytest.raises(SystemExit, match="did not train"):
+            check_it_trained(lines, final, w)
 
 
 def test_clear_errors_for_bad_flags(tmp_path, capsys):
