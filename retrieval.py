@@ -45,9 +45,12 @@ def load_corpus_jsonl(path):
 
 
 # ---------------------------------------------------------------- tokenizer
+# The question words (what ... do) are stop words too, as in textbook Okapi BM25: in a question
+# ("Who painted ...?") they say what kind of answer is wanted, not what it is about, and in the
+# corpus they are common words that would pull up any article using them (docs/search.md).
 STOPWORDS = frozenset(
     "a an and are as at be by for from has he her his in is it its of on or s she that the "
-    "their they this to was were which with".split())
+    "their they this to was were which with what who when where how did does do".split())
 
 
 def tokenize(text):

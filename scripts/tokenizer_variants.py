@@ -6,14 +6,22 @@ the current tokenizer, so both question sets are the same in every row.
     .venv/bin/python scripts/tokenizer_variants.py     # a Markdown table, in %
 """
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import retrieval  # noqa: E402
 import questions as qs  # noqa: E402
 
-QUESTION_WORDS = frozenset("who what when where why how whom whose did does do".split())
+QUESTION_WORDS = frozenset("what who when where how did does do".split())  # stop words since 2026-11-27
+MORE_QUESTION_WORDS = frozenset("why whom whose".split())
 current = retrieval.tokenize
+
+
+def keep_question_words(text):
+    """The tokenizer before the question words became stop words."""
+    return [t for t in re.findall(r"[^\W_]+", text.lower())
+            if t not in retrieval.STOPWORDS - QUESTION_WORDS]
 
 
 def plural_stem(t):
@@ -26,10 +34,12 @@ def plural_stem(t):
 
 VARIANTS = {
     "current": current,
-    "question words as stop words": lambda x: [t for t in current(x) if t not in QUESTION_WORDS],
+    "question words kept (before)": keep_question_words,
+    "why, whom, whose as stop words too": lambda x: [t for t in current(x) if t not in MORE_QUESTION_WORDS],
     "drop 1-character tokens": lambda x: [t for t in current(x) if len(t) > 1],
     "plural stemming": lambda x: [plural_stem(t) for t in current(x)],
-    "all three": lambda x: [plural_stem(t) for t in current(x) if t not in QUESTION_WORDS and len(t) > 1],
+    "all three (the last two, and why, whom, whose)":
+        lambda x: [plural_stem(t) for t in current(x) if t not in MORE_QUESTION_WORDS and len(t) > 1],
 }
 
 

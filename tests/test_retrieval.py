@@ -58,6 +58,20 @@ def test_bm25_scores_match_hand_computation():
     assert other == pytest.approx(idf_cat * 1 * 2.2 / (1 + 1.2 * (1 - 0.5 + 0.5 * 3 / (11 / 3))))
 
 
+def test_question_words_do_not_pull_up_articles_that_use_them():
+    """A question's "who", "when", "did" ... say what kind of answer is wanted; as query terms
+    they would score any article that uses them (here "Rome", whose text says "who" and "when")
+    above the one the question is about."""
+    assert retrieval.tokenize("Who painted it? When did he, and where? What does how do?") == ["painted"]
+    docs = [{"title": "Rome", "text": "rome who when did where what emperors lived"},
+            {"title": "Mona Lisa", "text": "mona lisa painted portrait painting famous museum louvre"},
+            {"title": "Other", "text": "river mountain lake sea"}]
+    hits = retrieval.BM25Retriever(docs).search("Who painted the Mona Lisa, and when did he?", k=1)
+    assert [h["title"] for h in hits] == ["Mona Lisa"]
+    # the question words alone find nothing (before: Rome)
+    assert retrieval.BM25Retriever(docs).search("who when did where what how do does") == []
+
+
 def test_ties_break_to_the_lower_document_index():
     docs = [{"title": t, "text": "same words"} for t in ("zeta", "alpha", "mid", "beta")]
     retriever = retrieval.BM25Retriever(docs + [{"title": "other", "text": "different"}])
