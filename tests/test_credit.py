@@ -163,6 +163,51 @@ def test_search_turn_one_advantages_by_hand():
     assert credit.search_advantages([0, 0], [1, 1])["mt"] == [0, 0]  # equal rewards: no credit
 
 
+def test_search_answer_turn_advantages_by_hand():
+    # the same episodes, turn 2 (the answer): GRPO-OR and MT-GRPO give norm(R^O), the same numbers
+    # by construction; GRPO-MR gives the answer the query's norm(R^T + R^O), which rewards the
+    # answer of episode 2 (R^O = 1.9, like episode 1's) less than episode 1's for its query's R^T
+    adv = credit.search_advantages([0.7, 0, 0], [1.9, 1.9, 0], turn=2)
+    assert adv["or"] == pytest.approx([0.5773, 0.5773, -1.1547], abs=1e-3)
+    assert adv["mt"] == adv["or"]
+    assert adv["mr"] == pytest.approx([0.8176, 0.2973, -1.1149], abs=1e-3)
+
+
+def test_the_answer_turn_s_true_advantage_is_its_outcome_minus_the_mean_at_its_state():
+    """Q(s_2, a) is the episode's own R^O (the answer ends it); V(s_2) the mean R^O of the M answers
+    resampled after the same tool result: two answer records of one question, by hand."""
+    records = [{"state": "q0 e0", "turn": 2, "q": {"outcome": [1.0, 1.0]}, "v": {"outcome": [0.25, 0.75]}},
+               {"state": "q0 e1", "turn": 2, "q": {"outcome": [0.0, 0.0]}, "v": {"outcome": [0.5, 0.5]}}]
+    a, a1, a2 = credit.true_advantages(records, "outcome")
+    assert a.tolist() == [0.5, -0.5] and a1.tolist() == [0.75, -0.5] and a2.tolist() == [0.25, -0.5]
+
+
+def test_search_tables_put_both_turns_side_by_side():
+    import random
+    rng, records = random.Random(0), []
+    for qi in range(4):
+        turn_r, outcome_r = [rng.choice([0.0, 0.7]) for _ in range(4)], [rng.choice([0.0, 1.9]) for _ in range(4)]
+        a1, a2 = (credit.search_advantages(turn_r, outcome_r, turn=k) for k in (1, 2))
+        for i in range(4):
+            v = [rng.random(), rng.random()]
+            records.append({"state": f"question {qi}", "cluster": qi, "turn": 1, "adv": {e: a1[e][i] for e in a1},
+                            "q": {"return": [turn_r[i] + x for x in v], "outcome": v}})
+            records.append({"state": f"question {qi}, episode {i}", "cluster": qi, "turn": 2, "adv": {e: a2[e][i] for e in a2},
+                            "q": {"return": [outcome_r[i]] * 2, "outcome": [outcome_r[i]] * 2},
+                            "v": {"return": v, "outcome": v}})
+    settings = {"env": "search", "model": "toy", "states": 4, "num_generations": 4, "continuations": 2, "bf16": False,
+                "temperature": 1.0, "bootstrap": 20}
+    figures = credit.analyse(records, "search", bootstrap=20)
+    assert figures["outcome"]["turn 2"]["n"] == 16 and figures["outcome"]["turn 1"]["n"] == 16
+    assert figures["outcome"]["turn 2"]["differences"]["mt-or"] == [0.0, 0.0, 0.0]  # the same advantages
+    text = credit.tables({"settings": settings, "figures": figures})
+    assert "**search, both turns: Pearson with A*** (95 % interval)" in text and "turn 2, Pearson MT-GRPO − GRPO-MR" in text
+    old = {"settings": settings, "figures": credit.analyse([r for r in records if r["turn"] == 1], "search", bootstrap=20)}
+    rows = credit.summary([{"settings": settings, "figures": figures}, old]).splitlines()
+    cells = [c.strip() for c in rows[-1].strip("|").split("|")]
+    assert "MT-GRPO − GRPO-MR, outcome, turn 2" in rows[2] and cells.count("–") == 2  # no turn 2 before
+
+
 def test_play_out_takes_turns_from_the_role_that_acts_next():
     class Two:
         roles = ("a", "b")
@@ -214,17 +259,40 @@ def test_the_tool_on_a_tiny_model_and_again_from_its_json(tiny_model_dir, tmp_pa
     assert len([r for r in live["records"] if r["scheme"] == "tree"]) % 2 == 0
 
 
-def test_search_on_a_tiny_model(tiny_model_dir, capitals, monkeypatch):
+def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
     import train
-    args = train.parse_args(["--model", tiny_model_dir, "--bf16", "false", "--max-completion-length", "6"])
+    args = train.parse_args(["--model", answering_model_dir, "--bf16", "false", "--max-completion-length", "6"])
+    real = credit.rewards.score_episodes
+
+    def turn_rewards_that_differ(envs):  # the tiny model never calls the tool: R^T_1 from the query's length
+        turn, outcome, means = real(envs)
+        return [[0.1 * (len(e.completion[0]["content"]) % 4)] for e in envs], outcome, means
+    monkeypatch.setattr(credit.rewards, "score_episodes", turn_rewards_that_differ)
     from policy import load_model
-    model, tok = load_model(tiny_model_dir, "cpu")
+    model, tok = load_model(answering_model_dir, "cpu")
     qs = [{"question": "capital of France?", "answers": ["Paris"]}, {"question": "capital of Germany?", "answers": ["Berlin"]}]
     import tqdm
     with tqdm.tqdm(disable=True) as bar:
         records = credit.search_records(model, tok, qs, capitals, args, G=3, M=4, chunk=5, bar=bar)
-    assert len(records) == 6 and {r["cluster"] for r in records} == {0, 1}
+    first = [r for r in records if r["turn"] == 1]
+    assert len(first) == 6 and {r["cluster"] for r in records} == {0, 1}
     assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == {"or", "mr", "mt"} for r in records)
+    answers = [r for r in records if r["turn"] == 2]
+    assert answers and len(answers) <= 6 and all(r["adv"]["mt"] == r["adv"]["or"] for r in answers)
+    for r in answers:  # V(s_2): the M continuations' R^O, which are the query's Q^ of R^O
+        query = first[3 * r["cluster"] + int(r["state"].split("episode ")[1].split(",")[0])]
+        assert r["v"]["outcome"] == query["q"]["outcome"] and r["q"]["outcome"][0] == r["q"]["outcome"][1]
+    for qi in (0, 1):  # each answer's advantages: the estimators' A_2 from its group's R^T_1 (replayed) and R^O
+        group = first[3 * qi:3 * qi + 3]
+        mine = sorted((r for r in answers if r["cluster"] == qi), key=lambda r: r["state"])
+        if len(mine) == 3:
+            outcome = [r["q"]["outcome"][0] for r in mine]
+            turn = [q["q"]["return"][0] - q["q"]["outcome"][0] for q in group]
+            want = credit.search_advantages(turn, outcome, turn=2)
+            for i, r in enumerate(mine):  # R^T_1 comes back from a difference of means: equal up to rounding
+                assert r["adv"] == {e: pytest.approx(want[e][i], abs=1e-9) for e in want}
+    # the rewards differed, R^T_1 too (some queries called the tool): A_2 is not A_1, the check above meant something
+    assert any(r["adv"]["mr"] != r["adv"]["mt"] for r in answers) and any(q["adv"]["mt"] != q["adv"]["or"] for q in first)
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -410,7 +478,7 @@ def test_every_committed_measurement_loads_and_reproduces_exactly():
     import glob
     import os
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
-    assert len(paths) == 6
+    assert len(paths) == 8  # the six of the first page, and the two with the answer turn
     for path in paths:
         result = credit.read_result(path)
         figures = credit.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])

@@ -17,6 +17,8 @@ alone was given at s (a trajectory's later answer: the continuations of the answ
 Each estimator gives the advantage its training gives, on the samples its own rollout makes, at
 the same budget (K or G samples per group):
   search, turn 1 (the query)  GRPO-OR, GRPO-MR and MT-GRPO on the same G episodes (mtgrpo.py)
+  search, turn 2 (the answer) the same episodes' A_2; Q is the episode's own R^O, V the mean R^O
+                              of the M answers sampled after the same tool result
   planpath                    GRPO and GiGPO on the same K trajectories per level
                               (atgrpo.episode_advantages, gigpo_advantages); AT-GRPO on the groups
                               of its own tree (atgrpo.tree_advantages)
@@ -67,7 +69,11 @@ DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr")),
                "planpath": (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo"))}
 DEFAULT_STATES, DEFAULT_CONTINUATIONS = {"search": 12, "planpath": 4}, {"search": 8, "planpath": 4}  # about 20 min each
 BOOTSTRAP = (10, 100_000)  # draws: 1000 take seconds; the upper bound keeps a typo from running for days
-SUBSETS = {"search": {"turn 1": lambda r: True},
+# the summary's columns: the pre-registered differences of each subset (turn 2: MT-GRPO against
+# GRPO-MR, the paper's case; MT-GRPO - GRPO-OR is 0 there by construction)
+SUMMARY = {"search": {"turn 1": (("mt", "or"), ("mr", "or")), "turn 2": (("mt", "mr"),)},
+           "planpath": {"turn 1": (("at", "grpo"), ("gigpo", "grpo")), "turns 2+": (("at", "grpo"), ("gigpo", "grpo"))}}
+SUBSETS = {"search": {"turn 1": lambda r: r["turn"] == 1, "turn 2": lambda r: r["turn"] == 2},
            "planpath": {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1,
                         "turns 2+": lambda r: r["turn"] >= 2}}
 
@@ -178,11 +184,13 @@ def game_records(make_env, level_ids, sampler, K, M, scale, chunk=64, desc="cont
 
 
 # ---------------------------------------------------------------- search: the query turn
-def search_advantages(turn_r, outcome_r, alpha=1.0, scale="group"):
-    """{or, mr, mt}: each estimator's advantage A_1 of the query turn of G episodes of one question
-    (mtgrpo.turn_advantages; index 0 is turn 1)."""
+def search_advantages(turn_r, outcome_r, alpha=1.0, scale="group", turn=1):
+    """{or, mr, mt}: each estimator's advantage A_turn of G episodes of one question
+    (mtgrpo.turn_advantages): turn 1 is the query, turn 2 the answer. At turn 2 MT-GRPO's
+    A_2 = norm(R^O) is GRPO-OR's advantage by construction; GRPO-MR gives the answer the same
+    norm(R^T + R^O) as the query."""
     R_T, R_O = torch.tensor(turn_r, dtype=torch.float64).view(1, -1, 1), torch.tensor(outcome_r, dtype=torch.float64).view(1, -1)
-    return {a: mtgrpo.turn_advantages(R_T, R_O, a, alpha, scale)[0, :, 0].tolist() for a in ESTIMATORS["search"]}
+    return {a: mtgrpo.turn_advantages(R_T, R_O, a, alpha, scale)[0, :, turn - 1].tolist() for a in ESTIMATORS["search"]}
 
 
 def replay_first_turn(first, generate):
@@ -197,14 +205,18 @@ def replay_first_turn(first, generate):
 
 def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
     """Per question: G episodes (the estimators' samples) and, for each one's query turn, M
-    continuations that replay it and sample the answer turn (its Q^)."""
+    continuations that replay it and sample the answer turn (its Q^). The same continuations give
+    the answer turn's true advantage: after the tool result the state is the same for all M (the
+    retriever is deterministic), the answer is scored by R^O alone, so Q(s_2, a) is the episode's
+    own R^O, exactly, and V(s_2) the mean R^O of the M answers sampled there."""
     records, generate = [], turn_generator(model, tok, args, env_search.STOP_STRINGS)
     for qi, question in enumerate(questions):
         envs = train.make_envs([question], retriever, args, repeat=G)
         samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS)
         turn_r, outcome_r, _ = rewards.score_episodes(envs)
-        adv = search_advantages([t[0] for t in turn_r], outcome_r, args.alpha, args.scale_rewards)
+        adv, adv_2 = (search_advantages([t[0] for t in turn_r], outcome_r, args.alpha, args.scale_rewards, k) for k in (1, 2))
         first = [[x for x, k in zip(s.ids, s.turn) if k == 1] for s in samples]
+        second = [[x for x, k in zip(s.ids, s.turn) if k == 2] for s in samples]
         bar.update(G)
         runs = []  # (episode, R^T_1, R^O) of every continuation
         for at in range(0, G * M, chunk):
@@ -225,6 +237,13 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
                             "answer": args.prefill + tok.decode(first[i], skip_special_tokens=True),
                             "adv": {a: adv[a][i] for a in adv},
                             "q": {"return": halves([t + o for t, o in mine]), "outcome": halves([o for _, o in mine])}})
+            if second[i]:  # the answer turn (an episode whose first turn answered has none)
+                at_s2 = halves([o for _, o in mine])
+                records.append({"scheme": "episodes", "state": f"question {qi}, episode {i}, after the tool result",
+                                "cluster": qi, "turn": 2, "role": "", "answer": tok.decode(second[i], skip_special_tokens=True),
+                                "adv": {a: adv_2[a][i] for a in adv_2},
+                                "q": {"return": [outcome_r[i]] * 2, "outcome": [outcome_r[i]] * 2},
+                                "v": {"return": at_s2, "outcome": at_s2}})
     return records
 
 
@@ -361,7 +380,24 @@ def tables(result):
                                  + f" | {cell[e]['zero'][0]:.2f} | {number(n['split_half'])} | {number(n['ceiling'])} |")
             lines += [""] + [f"- Pearson {NAMES[d.split('-')[0]]} − {NAMES[d.split('-')[1]]}: {with_interval(v)}"
                              for d, v in cell["differences"].items()]
+    if env == "search" and "turn 2" in result["figures"]["outcome"]:
+        lines += [""] + both_turns(result["figures"])
     return "\n".join(lines)
+
+
+def both_turns(figures):
+    """Search: each estimator's Pearson with A* at the query turn and at the answer turn, in one
+    table. The answer's return is R^O alone, so turn 2 has one column."""
+    cols = [("return", "turn 1", "turn 1, A* of R^T_1 + R^O"), ("outcome", "turn 1", "turn 1, A* of R^O"),
+            ("outcome", "turn 2", "turn 2 (the answer), A* of R^O")]
+    lines = ["**search, both turns: Pearson with A*** (95 % interval)", "",
+             "| estimator | " + " | ".join(c for _, _, c in cols) + " |", "|---|" + "---|" * len(cols)]
+    for e in ESTIMATORS["search"]:
+        lines.append(f"| {NAMES[e]} | " + " | ".join(with_interval(figures[t][sub][e]["pearson"]) for t, sub, _ in cols) + " |")
+    lines.append("| ceiling | " + " | ".join(number(figures[t][sub]["noise"]["mt"]["ceiling"]) for t, sub, _ in cols) + " |")
+    mt_mr = figures["outcome"]["turn 2"]["differences"]["mt-mr"]
+    return lines + ["", f"- turn 2, Pearson MT-GRPO − GRPO-MR: {with_interval(mt_mr)} (MT-GRPO's A_2 = norm(R^O) is "
+                        "GRPO-OR's by construction)"]
 
 
 def summary(results):
@@ -371,13 +407,14 @@ def summary(results):
         mine = [r for r in results if r["settings"]["env"] == env]
         if not mine:
             continue
-        cols = [(t, sub, d) for t in TARGETS[env] for sub in SUBSETS[env] if sub != "all turns" for d in DIFFERENCES[env][:2]]
+        cols = [(t, sub, d) for t in TARGETS[env] for sub in SUBSETS[env] if sub != "all turns" for d in SUMMARY[env][sub]]
         label = lambda d: " − ".join(NAMES[x].split(" (")[0] for x in d)  # noqa: E731
         lines += [f"**{env}: Pearson differences**", "",
                   "| model | precision | " + " | ".join(f"{label(d)}, {t}, {sub}" for t, sub, d in cols) + " |",
                   "|---|---|" + "---|" * len(cols)]
         for r in mine:
-            cells = [with_interval(r["figures"][t][sub]["differences"]["-".join(d)]) for t, sub, d in cols]
+            cells = [with_interval(r["figures"][t][sub]["differences"]["-".join(d)]) if sub in r["figures"][t] else "–"
+                     for t, sub, d in cols]
             lines.append(f"| {r['settings']['model']} | {'bf16' if r['settings']['bf16'] else 'fp32'} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
