@@ -116,10 +116,18 @@ def test_each_answer_carries_its_own_turns_advantage():
             mine = to_go(a)
             step = norm(anchor)[0][list(anchor[0]).index(mine)] if anchor.shape[1] > 1 else 0.0
             assert rows[2 * j + n]["adv"]["gigpo"] == pytest.approx(episode[j] + step), (j, n)
+            assert rows[2 * j + n]["anchor"] == anchor.shape[1]  # the answers GiGPO grouped at that state
     tree = [r for r in records if r["scheme"] == "tree"]
     for at in range(0, len(tree), K):
         rewards = np.array([[REWARD[h + r["answer"]] for r, h in zip(tree[at:at + K], histories(records, K)[len(rows) + at:])]])
         assert [r["adv"]["at"] for r in tree[at:at + K]] == pytest.approx(norm(rewards)[0].tolist())
+
+
+def test_the_anchor_line_counts_later_answers_that_share_a_state():
+    records = [{"scheme": "trajectories", "turn": 1, "anchor": 4}, {"scheme": "trajectories", "turn": 2, "anchor": 3},
+               {"scheme": "trajectories", "turn": 2, "anchor": 1}, {"scheme": "trajectories", "turn": 3, "anchor": 2},
+               {"scheme": "tree", "turn": 2}]
+    assert credit.anchor_line(records).startswith("GiGPO's anchor groups: 2 of 3 later answers (turns 2+)")
 
 
 def test_the_figures_by_hand():

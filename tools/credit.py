@@ -157,6 +157,10 @@ def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar, om
     trajectories, _ = atgrpo.parallel_rollout([make_env(e) for e in level_ids for _ in range(K)], sampler)
     grpo = atgrpo.episode_advantages(trajectories, K, scale)[1]
     gigpo = atgrpo.gigpo_advantages(trajectories, K, omega, gamma, scale)
+    anchor = {}  # GiGPO's anchor groups (atgrpo.gigpo_advantages): (level, prompt ids) -> answers given there
+    for j, trajectory in enumerate(trajectories):
+        for t in trajectory:
+            anchor[j // K, tuple(t.candidate[0])] = anchor.get((j // K, tuple(t.candidate[0])), 0) + 1
     after, records = [], []
     for j, trajectory in enumerate(trajectories):
         env = make_env(level_ids[j // K])
@@ -166,7 +170,8 @@ def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar, om
             records.append({"scheme": "trajectories", "state": f"level {level_ids[j // K]} " +
                             ("start" if n == 0 else f"trajectory {j % K} answer {n}"), "cluster": j // K,
                             "turn": t.turn, "role": t.role, "answer": t.candidate[2],
-                            "adv": {"grpo": grpo[j], "gigpo": gigpo[j][n]}})
+                            "adv": {"grpo": grpo[j], "gigpo": gigpo[j][n]},
+                            "anchor": anchor[j // K, tuple(t.candidate[0])]})
     for i, q in enumerate(continue_each(after, sampler, M, chunk, bar)):
         records[i]["q"] = q
         if records[i]["state"].endswith("start"):
@@ -380,9 +385,20 @@ def tables(result):
                                  + f" | {cell[e]['zero'][0]:.2f} | {number(n['split_half'])} | {number(n['ceiling'])} |")
             lines += [""] + [f"- Pearson {NAMES[d.split('-')[0]]} − {NAMES[d.split('-')[1]]}: {with_interval(v)}"
                              for d, v in cell["differences"].items()]
+    if env == "planpath" and any("anchor" in r for r in result.get("records", [])):
+        lines += ["", anchor_line(result["records"])]
     if env == "search" and "turn 2" in result["figures"]["outcome"]:
         lines += [""] + both_turns(result["figures"])
     return "\n".join(lines)
+
+
+def anchor_line(records):
+    """How often GiGPO had a group at a later turn: trajectory answers of turn 2 or later whose
+    state (the prompt) another answer of the same level also met."""
+    later = [r for r in records if r["scheme"] == "trajectories" and r["turn"] >= 2 and "anchor" in r]
+    shared = sum(r["anchor"] >= 2 for r in later)
+    return (f"GiGPO's anchor groups: {shared} of {len(later)} later answers (turns 2+) share their state with "
+            "another answer of their level; the rest get a step advantage of 0")
 
 
 def both_turns(figures):
@@ -576,7 +592,8 @@ def record_problem(r, env, where):
               "adv": (lambda x: isinstance(x, dict) and bool(x) and set(x) <= set(ESTIMATORS[env])
                       and all(map(finite, x.values())), f"finite numbers keyed by {', '.join(ESTIMATORS[env])}"),
               "q": (halves_ok(env), targets)}
-    return fields_problem(where, r, checks | ({"v": (halves_ok(env), targets)} if "v" in r else {}))
+    optional = {"v": (halves_ok(env), targets), "anchor": (whole(1), "a whole number, at least 1")}
+    return fields_problem(where, r, checks | {k: test for k, test in optional.items() if k in r})
 
 
 def halves_ok(env):
