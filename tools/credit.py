@@ -34,6 +34,7 @@ two independent A*; their correlation r is the split-half reliability, and no es
 the true A*, can correlate with the measured A* above sqrt(2r / (1 + r)) (Spearman-Brown).
 """
 import argparse
+import collections
 import importlib.util
 import json
 import math
@@ -157,10 +158,8 @@ def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar, om
     trajectories, _ = atgrpo.parallel_rollout([make_env(e) for e in level_ids for _ in range(K)], sampler)
     grpo = atgrpo.episode_advantages(trajectories, K, scale)[1]
     gigpo = atgrpo.gigpo_advantages(trajectories, K, omega, gamma, scale)
-    anchor = {}  # GiGPO's anchor groups (atgrpo.gigpo_advantages): (level, prompt ids) -> answers given there
-    for j, trajectory in enumerate(trajectories):
-        for t in trajectory:
-            anchor[j // K, tuple(t.candidate[0])] = anchor.get((j // K, tuple(t.candidate[0])), 0) + 1
+    # GiGPO's anchor groups (atgrpo.gigpo_advantages): (level, prompt ids) -> answers given there
+    anchor = collections.Counter((j // K, tuple(t.candidate[0])) for j, tr in enumerate(trajectories) for t in tr)
     after, records = [], []
     for j, trajectory in enumerate(trajectories):
         env = make_env(level_ids[j // K])
@@ -238,12 +237,12 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
         for i, mine in by_episode.items():
             if any(t != turn_r[i][0] for t, _ in mine):
                 raise RuntimeError("a replayed query earned another turn reward: the retriever is not deterministic")
+            at_s2 = halves([o for _, o in mine])  # Q^ of R^O after the query = V of the answer's state
             records.append({"scheme": "episodes", "state": f"question {qi}", "cluster": qi, "turn": 1, "role": "",
                             "answer": args.prefill + tok.decode(first[i], skip_special_tokens=True),
                             "adv": {a: adv[a][i] for a in adv},
-                            "q": {"return": halves([t + o for t, o in mine]), "outcome": halves([o for _, o in mine])}})
+                            "q": {"return": halves([t + o for t, o in mine]), "outcome": at_s2}})
             if second[i]:  # the answer turn (an episode whose first turn answered has none)
-                at_s2 = halves([o for _, o in mine])
                 records.append({"scheme": "episodes", "state": f"question {qi}, episode {i}, after the tool result",
                                 "cluster": qi, "turn": 2, "role": "", "answer": tok.decode(second[i], skip_special_tokens=True),
                                 "adv": {a: adv_2[a][i] for a in adv_2},
