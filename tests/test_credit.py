@@ -390,9 +390,7 @@ def test_an_unwritable_output_is_refused_before_the_measurement(case, flag, tmp_
 
 def test_png_without_matplotlib_is_refused_before_the_measurement(tmp_path, monkeypatch):
     """Before: the measurement ran, then "no PNG: matplotlib is not installed"."""
-    import importlib.util
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.setattr(credit, "has_matplotlib", lambda: False)
     monkeypatch.setattr(credit, "measure", lambda *a: pytest.fail("measured before checking matplotlib"))
     with pytest.raises(SystemExit, match="--png needs matplotlib: pip install -r requirements-plot.txt"):
         credit.main(["--env", "planpath", "--png", str(tmp_path / "a.png")])
@@ -438,6 +436,7 @@ def test_a_write_that_fails_at_the_end_keeps_the_measurement(tmp_path, monkeypat
 def test_a_png_that_fails_at_the_end_points_to_the_json(tmp_path, monkeypatch):
     monkeypatch.setattr(credit, "measure", lambda *a: toy_result())
     monkeypatch.setattr(credit, "plot", fails(OSError(28, "No space left on device")))
+    monkeypatch.setattr(credit, "has_matplotlib", lambda: True)  # the plot is faked: no matplotlib needed
     path = str(tmp_path / "c.json")
     with pytest.raises(SystemExit, match=f"could not write {tmp_path}/c.png: No space left on device; the measurement "
                                          f"is not lost, it is in {path} "):

@@ -616,7 +616,7 @@ def main(argv=None):
     for flag, path in (("--json", ours.json), ("--png", ours.png)):  # before the 20 minutes, not after them
         if path:
             output.check(path, flag)
-    if ours.png and importlib.util.find_spec("matplotlib") is None:
+    if ours.png and not has_matplotlib():
         raise SystemExit("--png needs matplotlib: pip install -r requirements-plot.txt, or leave out --png")
     results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
     for result in results:
@@ -626,6 +626,10 @@ def main(argv=None):
         print(summary(results))
     save(results[0], ours)
     return results[0]
+
+
+def has_matplotlib():
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def save(result, ours):
