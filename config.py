@@ -51,6 +51,8 @@ class Args:
                               "model from its first token for the update and log-probs (slower, same gradient)")
     prefill: str = flag("auto", "text that starts every model turn; auto: <reasoning> or <answer>")
     one_shot: bool = flag(True, "search: show one worked example as earlier chat turns")
+    max_calls: int = flag(1, "search: tool calls allowed before the answer; an episode has up to max_calls + 1 "
+                             "turns (MT-GRPO's K), each call earning its own turn reward")
     top_k: int = flag(1, "search: documents per search")
     max_words: int = flag(120, "search: words per document shown to the model")
     retriever_url: str = flag("", "search: Search-R1-style server instead of the in-memory BM25")
@@ -108,6 +110,7 @@ CHECKS = [
     ("min_solution", lambda v: v >= 1, "at least 1"),
     ("max_solution", lambda v: v >= 0, "0 (no limit) or more"),
     ("max_turns", lambda v: v >= 1, "at least 1"),
+    ("max_calls", lambda v: v >= 1, "at least 1"),
     ("moves_per_turn", lambda v: v >= 1, "at least 1"),
     ("eval_every", lambda v: v >= 0, "0 (never) or more"),
     ("eval_n", lambda v: v >= 1, "at least 1"),
@@ -163,7 +166,7 @@ def saved_args(path):
             kind is bool or not isinstance(value, bool))
         if not fits:
             raise SystemExit(f"{path}: {key} is {value!r}, not {KIND_NAMES[kind]}; fix it, or start a new run")
-    newer = ("overwrite", "plain", "levels")  # runs from before these flags ran with their defaults
+    newer = ("overwrite", "plain", "levels", "max_calls")  # runs from before these flags ran with their defaults
     missing = [k for k in kinds if k not in saved and k not in newer]
     if missing:
         raise SystemExit(f"{path} lacks {', '.join(missing)}: resuming would use the defaults instead; "
@@ -224,6 +227,8 @@ def parse_args(argv=None):
             Args.size, Args.min_solution, Args.max_solution)):
         p.error("--levels public (the public code's 10 x 10 Plan-Path levels, any path length) needs --env planpath "
                 "and takes no --size, --min-solution or --max-solution")
+    if args.max_calls != Args.max_calls and args.env != "search":
+        p.error("--max-calls is search's (tool calls before the answer); sokoban and planpath take --max-turns")
     if args.max_solution and args.max_solution < args.min_solution:
         p.error(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
     if args.loss_type not in ("token", "seq"):

@@ -10,6 +10,10 @@ The episode follows the paper's protocol (generation of a turn stops at STOP_STR
     environment     <result>\nTitle: text\n</result>
     turn 2 (model)  <reasoning>...</reasoning>\n<answer>...</answer>
 
+With max_turns = K > 2 (train.py --max-calls K - 1) the model may search again after a result:
+turns 1 .. K-1 may each call the tool, and the last turn that comes is the answer (MT-GRPO's K
+turns, paper v2 appendix D).
+
 Read top to bottom: the prompt and the worked example, parse_tool_call, format_result, SearchEnv.
 """
 import json
@@ -28,6 +32,15 @@ First think inside <reasoning>...</reasoning>, then call the tool once:
 <tool>{"name": "wiki_search", "args": {"query": "..."}}</tool>
 The result comes back inside <result>...</result>. Then think inside <reasoning>...</reasoning>
 and give a short final answer, just the name asked for, inside <answer>...</answer>."""
+
+
+def system_prompt(max_turns=2):
+    """SYSTEM_PROMPT, told how many searches it may make when the episode allows more than one."""
+    if max_turns <= 2:
+        return SYSTEM_PROMPT
+    return SYSTEM_PROMPT.replace("call the tool once:", f"call the tool (up to {max_turns - 1} times, "
+                                 "one call a turn, each after the last result):").replace(
+        "Then think", "To search again, call the tool again; otherwise think")
 
 # one_shot=True puts this worked example (not in the offline corpus) before the question as
 # earlier chat turns. Small models copy a demonstrated exchange far more readily than a
@@ -107,7 +120,7 @@ class SearchEnv:
     """One episode: a question, its gold aliases and a shared retriever (anything with
     .search(query, k) -> [{"title", "text", "score"}]); cheap to create.
 
-    messages   the prompt: [system (SYSTEM_PROMPT), ONE_SHOT_EXAMPLE turns if one_shot, user question]
+    messages   the prompt: [system (system_prompt), ONE_SHOT_EXAMPLE turns if one_shot, user question]
     completion the messages after the prompt: assistant turns and "user" observations; the
                observation of a search that ran also holds "tool_results", the hit lines the
                model reads ("" for no hits); rewards.py decides tool success from that key,
@@ -119,7 +132,7 @@ class SearchEnv:
         retrieval.check_at_least_one(k=k, max_words=max_words)
         self.question, self.answers, self.retriever = question, list(answers), retriever
         self.max_turns, self.k, self.max_words = max_turns, k, max_words
-        self.messages = ([{"role": "system", "content": SYSTEM_PROMPT}]
+        self.messages = ([{"role": "system", "content": system_prompt(max_turns)}]
                          + (ONE_SHOT_EXAMPLE if one_shot else [])
                          + [{"role": "user", "content": question}])
         self.completion, self.turns, self.done = [], 0, False

@@ -203,6 +203,22 @@ def turn_reward(completion, answers):
     return tool_execution_reward(completion) + answer_in_results_reward(completion, answers)
 
 
+def turn_rewards(completion, answers, max_turns=2):
+    """[R^T_1 .. R^T_{K-1}] for an episode of up to K = max_turns turns: model turn k earns the
+    turn reward of its own tool call, 0.2 if the search ran + 0.5 if a gold alias is in its
+    result (≤ 0.7); a turn without a call, the last turn and turns never played earn 0. With
+    K = 2 this is [turn_reward], the paper's: the only call is turn 1's."""
+    out, k = [0.0] * (max_turns - 1), 0
+    for message, reply in zip(completion, completion[1:] + [None]):
+        if message["role"] != "assistant":
+            continue
+        k += 1
+        if k < max_turns and reply is not None and reply["role"] == "user" and "<tool>" in message["content"]:
+            results = tool_results(reply)
+            out[k - 1] = (0.2 if results is not None else 0.0) + (0.5 if results is not None and contains_alias(results, answers) else 0.0)
+    return out
+
+
 def outcome_reward(completion, answers):
     """R^O, the outcome reward: answer presence + exact match + XML format + XML tag usage
     (≤ 1.9)."""
@@ -211,14 +227,16 @@ def outcome_reward(completion, answers):
 
 
 def score_episodes(envs):
-    """Rewards of finished episodes (each with .completion and .answers): R^T per episode as a
-    one-element list (turn 1), R^O per episode, and the mean of every component in reward units
+    """Rewards of finished episodes (each with .completion, .answers and .max_turns K): R^T per
+    episode as a list of K - 1 turn rewards (turn_rewards; [R^T_1] for two turns), R^O per episode, and the mean of every component in reward units
     and as a rate (`<name>_rate`: the fraction of its maximum), plus turn, outcome and total."""
     comps = [reward_components(e.completion, e.answers) for e in envs]
-    turn = [[turn_reward(e.completion, e.answers)] for e in envs]
+    turn = [turn_rewards(e.completion, e.answers, e.max_turns) for e in envs]
     outcome = [outcome_reward(e.completion, e.answers) for e in envs]
     means = {k: sum(c[k] for c in comps) / len(comps) for k in MAXIMA}
     means.update({f"{k}_rate": means[k] / top for k, top in MAXIMA.items()})
-    means.update(turn_reward=sum(t[0] for t in turn) / len(turn), outcome_reward=sum(outcome) / len(outcome))
+    means.update(turn_reward=sum(map(sum, turn)) / len(turn), outcome_reward=sum(outcome) / len(outcome))
     means["reward"] = means["turn_reward"] + means["outcome_reward"]
+    if any(e.max_turns > 2 for e in envs):  # K turns (train.py --max-calls): how often the model searched
+        means["calls"] = sum(len(tool_exchanges(e.completion)) for e in envs) / len(envs)
     return turn, outcome, means

@@ -72,7 +72,7 @@ def load_task(args):
 def make_envs(questions, retriever, args, repeat=1):
     """`repeat` episodes of each question, question by question: rows i*G .. i*G+G-1 are the
     group of question i."""
-    return [env_search.SearchEnv(q["question"], q["answers"], retriever, k=args.top_k,
+    return [env_search.SearchEnv(q["question"], q["answers"], retriever, args.max_calls + 1, k=args.top_k,
                                  max_words=args.max_words, one_shot=args.one_shot)
             for q in questions for _ in range(repeat)]
 
@@ -83,7 +83,7 @@ def search_step(models, tok, questions, retriever, args):
     envs = make_envs(questions, retriever, args, repeat=G)
     samples, n_generated = play_episodes(models["policy"], tok, envs, args, env_search.STOP_STRINGS)
     turn_r, outcome_r, log = rewards.score_episodes(envs)
-    adv = mtgrpo.turn_advantages(torch.tensor(turn_r).view(-1, G, 1), torch.tensor(outcome_r).view(-1, G),
+    adv = mtgrpo.turn_advantages(torch.tensor(turn_r).view(-1, G, args.max_calls), torch.tensor(outcome_r).view(-1, G),
                                  args.algo, args.alpha, args.scale_rewards).view(len(envs), -1)
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
         s.adv, s.mask = mtgrpo.token_advantages(s.turn, adv[i].tolist())
@@ -273,12 +273,12 @@ def signal(samples):
 
 def check_prompts(model, tok, data, pool, test, args):
     """The task's longest prompt and its new tokens must fit the model's context: search, the longest
-    question with two turns; the games, the longest prompt a role sees (env_two_roles.longest_messages)
+    question with its max_calls + 1 turns; the games, the longest prompt a role sees (env_two_roles.longest_messages)
     on the test levels and a few training levels (one size: prompts differ little)."""
     items = [*pool[:8], *test] if args.env in GAMES else [*pool, *test]
     if args.env == "search":
         longest = max(items, key=lambda q: len(q["question"]))
-        return check_context(model, tok, make_envs([longest], data, args)[0].messages, 2 * args.max_completion_length)
+        return check_context(model, tok, make_envs([longest], data, args)[0].messages, (args.max_calls + 1) * args.max_completion_length)
     check_context(model, tok, env_two_roles.longest_messages(GAMES[args.env].make_tasks(items, args)),
                   args.max_completion_length, "use a smaller --size or --moves-per-turn, or lower --max-completion-length")
 

@@ -5,6 +5,7 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from tools import credit
 
@@ -267,6 +268,16 @@ def test_the_tool_on_a_tiny_model_and_again_from_its_json(tiny_model_dir, tmp_pa
     assert len([r for r in live["records"] if r["scheme"] == "tree"]) % 2 == 0
 
 
+def test_sokoban_is_measured_like_planpath(tiny_model_dir, capsys):
+    """AT-GRPO's other game: the same three estimators on its trajectories and its tree."""
+    live = credit.main(["--env", "sokoban", "--model", tiny_model_dir, "--states", "2", "--num-generations", "2",
+                        "--continuations", "2", "--bootstrap", "20"])
+    assert live["settings"]["env"] == "sokoban" and "sokoban, model" in capsys.readouterr().out
+    assert {e for r in live["records"] for e in r["adv"]} == {"grpo", "gigpo", "at"}
+    assert set(live["figures"]["success"]) == {"all turns", "turn 1", "turns 2+"}
+    assert credit.record_problem(live["records"][0], "sokoban", "record 0") is None
+
+
 def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
     import train
     args = train.parse_args(["--model", answering_model_dir, "--bf16", "false", "--max-completion-length", "6"])
@@ -284,7 +295,7 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
         records = credit.search_records(model, tok, qs, capitals, args, G=3, M=4, chunk=5, bar=bar)
     first = [r for r in records if r["turn"] == 1]
     assert len(first) == 6 and {r["cluster"] for r in records} == {0, 1}
-    assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == {"or", "mr", "mt"} for r in records)
+    assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == {"or", "mr", "mt", "mt_half"} for r in records)
     answers = [r for r in records if r["turn"] == 2]
     assert answers and len(answers) <= 6 and all(r["adv"]["mt"] == r["adv"]["or"] for r in answers)
     for r in answers:  # V(s_2): the M continuations' R^O, which are the query's Q^ of R^O
@@ -334,6 +345,8 @@ def test_a_bad_json_file_is_one_line(content, tmp_path):
 def toy_result(bootstrap=10):
     """A small measurement of the toy game, as credit.measure returns it."""
     records = credit.game_records(Fork, [0, 1, 2], policy(0), K=2, M=2, scale="group")
+    for r in records:
+        del r["_ids"]  # what the gradient reads; measure drops it
     return {"settings": {"env": "planpath", "model": "toy", "states": 3, "num_generations": 2, "continuations": 2,
                          "bf16": False, "temperature": 1.0, "scale_rewards": "group", "bootstrap": bootstrap, "seed": 0},
             "machine": {"cpu": "toy", "precision": "fp32", "threads": 1, "load_at_start": 0.0, "seconds": 1.0},
@@ -485,11 +498,13 @@ def test_every_committed_measurement_loads_and_reproduces_exactly():
     import glob
     import os
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
-    assert len(paths) == 8  # the six of the first page, and the two with the answer turn
+    assert len(paths) == 14  # the first page's six, the answer turn's three, K = 3, Sokoban, public levels, two updates
     for path in paths:
         result = credit.read_result(path)
         figures = credit.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
         assert json.dumps(figures) == json.dumps(result["figures"]), path
+        if "gram" in result:  # the update's cosines, from the kept Gram matrix
+            assert json.dumps(credit.update(result)) == json.dumps(result["update"]), path
 
 
 def test_a_real_full_disk_leaves_no_half_file_and_prints_the_measurement(tmp_path):
@@ -516,3 +531,168 @@ def test_a_real_full_disk_leaves_no_half_file_and_prints_the_measurement(tmp_pat
                                                           "the measurement is not lost, it is printed above")
     assert json.loads(run.stdout.strip().splitlines()[-1])["records"] == json.loads(source.read_text())["records"]
     assert sorted(os.listdir(tmp_path)) == ["cwd", "tmp", "toy.json"] and not os.listdir(tmp_path / "tmp") + os.listdir(tmp_path / "cwd")
+
+
+# ---------------------------------------------------------------- the update (tools/credit_update.py)
+def tabular_gradient(state, answer):
+    """grad log pi(answer | state) of the toy's policy as a softmax with one logit per (state, answer):
+    e_(s, a) - sum_b pi(b | s) e_(s, b), six coordinates (states "", "x", "y"; answers x, y)."""
+    h = np.zeros(6)
+    at = 2 * ["", "x", "y"].index(state)
+    h[at:at + 2] = [-P_X[state], -(1 - P_X[state])]
+    h[at + "xy".index(answer)] += 1
+    return h
+
+
+def test_the_update_cosine_by_hand():
+    """Two trajectories of the toy, "xx" and "yx": four answers. A* from the exact Q - V: 0.25,
+    0.25, -0.25, 2.25. GRPO: returns 1.5 and 3 -> -0.7071, -0.7071, +0.7071, +0.7071.
+    g(A*) = (0.25, -0.25, 0.125, -0.125, 1.6875, -1.6875); g(GRPO) = 0.7071 (-1, 1, -0.5, 0.5, 0.75, -0.75);
+    cos = 1.90625 / (2.41899 * 1.90394) = 0.41390."""
+    from tools import credit_update
+    states, answers = ["", "x", "", "y"], ["x", "x", "y", "x"]
+    h = np.array([tabular_gradient(s, a) for s, a in zip(states, answers)])
+    a_star = np.array([Q[s, a] - V[s] for s, a in zip(states, answers)])
+    assert a_star.tolist() == [0.25, 0.25, -0.25, 2.25]
+    grpo = np.array([-1, -1, 1, 1]) * 0.70711
+    H = h @ h.T
+    assert credit_update.cosine(H, grpo, a_star) == pytest.approx(0.41390, abs=1e-4)
+    assert credit_update.cosine(H, grpo, -a_star) == pytest.approx(-0.41390, abs=1e-4)  # the wrong sign of A*
+    assert credit_update.cosine(H, np.roll(grpo, 1), a_star) != pytest.approx(0.41390, abs=1e-2)  # shifted a turn
+    assert credit_update.cosine(H, a_star, a_star) == pytest.approx(1.0)
+    assert np.isnan(credit_update.cosine(H, np.zeros(4), a_star))  # no update at all
+
+
+def test_the_update_on_the_toy_follows_the_exact_q():
+    """tools/credit.py's records of the toy, with the tabular gradients: the cosine of each estimator
+    from Monte Carlo A* (M = 4000) is the one from the exact Q - V, within the noise."""
+    from tools import credit_update
+    records = credit.game_records(Fork, [0, 1, 2], policy(0), K=4, M=4000, scale="group", chunk=10 ** 6)
+    h = np.array([tabular_gradient(s, r["answer"]) for r, s in zip(records, histories(records, 4))])
+    a_stars = {t: credit.true_advantages(records, t) for t in ("return",)}
+    out = credit_update.update_figures(records, h @ h.T, ("grpo", "gigpo", "at"), (("at", "grpo"),), a_stars,
+                                       credit.interval, bootstrap=20)["return"]
+    exact = np.array([Q[s, r["answer"]] - V[s] for r, s in zip(records, histories(records, 4))])
+    for e in ("grpo", "gigpo", "at"):
+        ix = [i for i, r in enumerate(records) if e in r["adv"]]
+        adv = np.array([records[i]["adv"][e] for i in ix])
+        want = credit_update.cosine((h @ h.T)[np.ix_(ix, ix)], adv, exact[ix])
+        assert out[e]["cosine"][0] == pytest.approx(want, abs=0.02), e
+        assert out[e]["n"] == len(ix) and out[e]["ceiling"] > 0.99  # 4000 continuations: almost no noise
+    assert out["differences"]["at-grpo"][0] == pytest.approx(out["at"]["cosine"][0] - out["grpo"]["cosine"][0])
+
+
+def test_the_count_sketch_keeps_inner_products():
+    from tools import credit_update
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(3_000_000, generator=g), torch.randn(3_000_000, generator=g)
+    y = 0.6 * x + 0.8 * y  # cosine 0.6
+    sketch = credit_update.CountSketch(len(x), dim=2 ** 16)
+    sx, sy = sketch(x), sketch(y)
+    assert float(sx @ sy / (sx.norm() * sy.norm())) == pytest.approx(0.6, abs=0.02)
+    small = credit_update.CountSketch(10, dim=16)
+    assert small.exact and small(torch.arange(10.0)).tolist() == list(range(10))
+
+
+def test_the_gram_matrix_gives_the_loss_gradient(tiny_model_dir):
+    """|g(A)|^2 from H equals the squared norm of loss.py's own gradient (token mean, ratio 1), times
+    |T|^2: the h_i are the loss's per-answer gradients."""
+    from types import SimpleNamespace
+
+    import loss
+    from policy import load_model
+    from sample import Sample
+    from tools import credit_update
+    model, _ = load_model(tiny_model_dir, "cpu")
+    rows = [([1, 5, 9], [4, 4, 7]), ([1, 5], [8]), ([2, 3, 3, 6], [5, 1])]
+    adv = np.array([0.5, -1.0, 2.0])
+    n_params = sum(p.numel() for p in model.parameters())
+    H = credit_update.answer_gram(model, rows, temperature=1.0, bf16=False, dim=n_params)  # exact: no projection
+    samples = [Sample(ids=c + a, turn=[0] * len(c) + [1] * len(a)) for c, a in rows]
+    for s, a in zip(samples, adv):
+        s.adv, s.mask = [a] * len(s.ids), [int(t > 0) for t in s.turn]
+    args = SimpleNamespace(micro_batch_size=2, bf16=False, temperature=1.0, beta=0.0, epsilon=0.2, epsilon_high=0.2,
+                           loss_type="token")
+    model.zero_grad()
+    n_tokens = sum(len(a) for _, a in rows)
+    for i in range(0, 3, 2):  # the loss's micro-batches, as policy_update runs them
+        ids, attn, mask, a = loss.pad_batch(samples[i:i + 2], "cpu")
+        logp = loss.token_logprobs(model, ids, attn, 1.0)
+        loss.accumulate(dict(loss=0.0, kl=0.0, clip_fraction=0.0), logp, samples[i:i + 2], mask[:, 1:], a[:, 1:],
+                        n_tokens, 3, args)
+    norm2 = sum(float((p.grad.double() ** 2).sum()) for p in model.parameters() if p.grad is not None)
+    assert adv @ H @ adv / n_tokens ** 2 == pytest.approx(norm2, rel=1e-5)  # float32 sums: thread order
+    sketched = credit_update.answer_gram(model, rows, temperature=1.0, bf16=False, dim=n_params // 4)
+    assert adv @ sketched @ adv / n_tokens ** 2 == pytest.approx(norm2, rel=0.05)  # a projection: close, not equal
+
+
+# ---------------------------------------------------------------- K turns on search (--max-calls)
+def test_search_with_three_turns_on_scripted_turns(tiny_model_dir, capitals, monkeypatch):
+    """--max-calls 2: scripted turns (search France or Germany, answer Paris or Berlin) so that some
+    episodes search twice. Every turn k that did not end its episode is continued: its Q is the
+    mean return from k, and the next turn's V the mean return from k + 1 of the same continuations;
+    the last turn's Q is exact."""
+    import tqdm
+    from conftest import CALL
+
+    import train
+    from policy import load_model
+    args = train.parse_args(["--model", tiny_model_dir, "--bf16", "false", "--max-calls", "2"])
+    model, tok = load_model(tiny_model_dir, "cpu")
+    rng = random.Random(4)
+    texts = [CALL % "capital of France", CALL % "capital of Germany", "<answer>Paris</answer>", "<answer>Berlin</answer>"]
+    monkeypatch.setattr(credit, "turn_generator", lambda *a, **k: lambda prompts: [
+        tok(rng.choice(texts), add_special_tokens=False)["input_ids"] for _ in prompts])
+    qs = [{"question": "capital of France?", "answers": ["Paris"]}, {"question": "capital of Germany?", "answers": ["Berlin"]}]
+    with tqdm.tqdm(disable=True) as bar:
+        records = credit.search_records(model, tok, qs, capitals, args, G=4, M=4, chunk=6, bar=bar)
+    assert {r["turn"] for r in records} == {1, 2, 3} and {r["kind"] for r in records} == {"call", "answer", "last"}
+    for r in records:
+        assert r["kind"] == ("last" if r["turn"] == 3 else "answer" if "<answer>" in r["answer"] else "call")
+        last = r["kind"] != "call"  # an answer, or turn 3: the episode ends there
+        assert (r["q"]["return"][0] == r["q"]["return"][1]) or not last  # the last turn's Q is exact
+        if r["turn"] == 3:  # MT-GRPO's A_K = alpha^0 norm(R^O) = GRPO-OR's
+            assert r["adv"]["mt"] == r["adv"]["or"] == r["adv"]["mt_half"]
+    for before, r in zip(records, records[1:]):  # an episode's turns follow each other
+        if r["turn"] >= 2:  # V(s_k): the continuations of turn k - 1; their return from k is that from k - 1 less R^T_{k-1}
+            assert before["turn"] == r["turn"] - 1 and before["kind"] == "call"
+            assert r["v"]["outcome"] == before["q"]["outcome"]
+            paid = [x - y for x, y in zip(before["q"]["return"], r["v"]["return"])]  # the call's own turn reward:
+            assert paid[0] == pytest.approx(paid[1]) and min(abs(paid[0] - t) for t in (0.2, 0.7)) < 1e-9  # every call ran
+    assert credit.call_bias(records, bootstrap=20)["calls"] >= 1
+
+
+def test_the_call_bonus_by_hand():
+    """adv = 2 A* + 1 [calls] gives a bonus c = 1 in advantage units, c / b = 0.5 in the return's;
+    adv = A* gives none. Turn 3 of 3 (kind "last") is not a decision and stays out."""
+    rng, records = random.Random(0), []
+    for qi in range(6):
+        for kind in ("call", "answer", "call", "answer", "last"):
+            x = rng.uniform(-1, 1)
+            records.append({"cluster": qi, "state": f"q{qi} {len(records)}", "turn": 3 if kind == "last" else 1, "kind": kind,
+                            "q": {"return": [x, x], "outcome": [x, x]}, "v": {"return": [0.0, 0.0], "outcome": [0.0, 0.0]},
+                            "adv": {"mt": 2 * x + (kind == "call") + 5 * (kind == "last"), "or": x}})
+    bias = credit.call_bias(records, bootstrap=30)
+    assert (bias["calls"], bias["answers"]) == (12, 12)
+    for target in ("return", "outcome"):
+        assert bias[target]["mt"]["bonus"] == pytest.approx([1.0, 1.0, 1.0])
+        assert bias[target]["mt"]["bonus_in_return"] == pytest.approx([0.5, 0.5, 0.5])
+        assert bias[target]["or"]["bonus"] == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    assert credit.call_bias([r for r in records if r["kind"] != "answer"]) is None  # one kind: nothing to compare
+    assert "| MT-GRPO | 1.00 [1.00, 1.00] | 0.50 [0.50, 0.50] |" in "\n".join(credit.bias_table(bias))
+
+
+def test_a_kept_gram_matrix_is_read_as_data_and_gives_the_update_again(tmp_path, capsys):
+    result = toy_result()
+    n = len(result["records"])
+    h = np.array([tabular_gradient(s, r["answer"]) for r, s in zip(result["records"], histories(result["records"], 2))])
+    result["gram"] = (h @ h.T).tolist()
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(result))
+    again = credit.main(["--from", str(path)])
+    assert set(again["update"]) == {"return", "success"} and "cosine of each estimator's policy gradient" in capsys.readouterr().out
+    for bad, says in ((result["gram"][:-1], f"'gram' must be {n} lists"), ([[float("nan")] * n] * n, "finite"),
+                      ("gram", "lists")):
+        path.write_text(json.dumps({**result, "gram": bad}).replace("NaN", "1e999"))
+        with pytest.raises(SystemExit, match=says):
+            credit.main(["--from", str(path)])

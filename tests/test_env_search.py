@@ -89,6 +89,16 @@ def test_no_action_answer_and_turn_limit(capitals):
     assert es.SearchEnv("Q", ["A"], capitals).step("<answer>Paris</answer>") is None
 
 
+def test_three_turns_search_twice_and_are_told_so(capitals):
+    env = es.SearchEnv("Q", ["Paris"], capitals, max_turns=3)
+    assert "up to 2 times" in env.messages[0]["content"] and "once" not in env.messages[0]["content"]
+    assert es.system_prompt(2) == es.SYSTEM_PROMPT  # the paper's two turns: its prompt, unchanged
+    assert env.step(CALL % "capital of Germany").startswith("<result>")
+    assert env.step(CALL % "capital of France").startswith("<result>") and not env.done  # a second search runs
+    assert env.step("<answer>Paris</answer>") is None and env.done
+    assert rewards.turn_rewards(env.completion, env.answers, 3) == [0.2, 0.7]
+
+
 def test_a_failing_retriever_gives_an_error_observation():
     class Down:
         def search(self, query, k):

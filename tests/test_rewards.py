@@ -209,3 +209,28 @@ def test_random_garbage_never_raises_and_stays_in_range():
         assert rewards.outcome_reward(completion, answers) == pytest.approx(
             got["answer_presence"] + got["exact_match"] + got["xml_format"] + got["xml_tag_usage"])
         exact_match(random_text(rng), answers, normalize=True)
+
+
+# ---------------------------------------------------------------- K turns (train.py --max-calls)
+def test_each_call_earns_its_own_turn_reward():
+    """Three turns: call 1 misses (0.2), call 2 finds the film (0.2 + 0.5), the answer earns no
+    turn reward. The paper's turn_reward would give the episode 0.2 (its first result only)."""
+    completion = episode(CALL, MISS, CALL, HIT, RIGHT)
+    assert rewards.turn_rewards(completion, ANSWERS, 3) == pytest.approx([0.2, 0.7])
+    assert rewards.turn_reward(completion, ANSWERS) == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("turns, expected", [
+    ((CALL, HIT, RIGHT), [0.7, 0.0]),                      # answered after one call: turn 2 earns 0
+    ((RIGHT,), [0.0, 0.0]),                                 # answered at once
+    ((CALL, {"role": "user", "content": ERROR}, CALL, MISS, WRONG), [0.0, 0.2]),  # a malformed first call
+    (("no tag at all", {"role": "user", "content": "Error: no tool call"}, CALL, HIT, CALL), [0.0, 0.7]),
+])
+def test_turn_rewards_of_short_failed_and_missing_calls(turns, expected):
+    assert rewards.turn_rewards(episode(*turns), ANSWERS, 3) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("turns", [(CALL, HIT, RIGHT), (CALL, MISS, WRONG), (RIGHT,), ("nothing",),
+                                   (CALL, {"role": "user", "content": ERROR}, RIGHT), (CALL, HIT, CALL)])
+def test_two_turns_give_the_papers_turn_reward(turns):
+    assert rewards.turn_rewards(episode(*turns), ANSWERS, 2) == [rewards.turn_reward(episode(*turns), ANSWERS)]

@@ -35,7 +35,7 @@ def ids(tok, text):
 
 
 def args_for(**kw):
-    base = dict(prefill="<reasoning>", max_completion_length=64, temperature=1.0, top_p=1.0, hf_generate=False, plain=False,
+    base = dict(prefill="<reasoning>", max_calls=1, max_completion_length=64, temperature=1.0, top_p=1.0, hf_generate=False, plain=False,
                 bf16=False, top_k=1, max_words=120, one_shot=False, num_generations=2,
                 algo="mt", alpha=1.0, num_iterations=1, micro_batch_size=4, scale_rewards="group")
     return SimpleNamespace(**{**base, **kw})
@@ -76,9 +76,9 @@ def test_token_masks_of_a_two_turn_episode(monkeypatch, tokenizer):
     assert rewards.tool_execution_reward(env.completion) == 0.2 and rewards.exact_match_reward(env.completion, ["Paris"]) == 1.0
 
 
-def replay(question, answers, retriever, texts):
+def replay(question, answers, retriever, texts, max_turns=2):
     """A fresh episode played with the given turn texts (after the prefill)."""
-    env = env_search.SearchEnv(question, answers, retriever)
+    env = env_search.SearchEnv(question, answers, retriever, max_turns)
     for t in texts:
         env.step("<reasoning>" + t)
     return env
@@ -102,6 +102,27 @@ def test_turn_advantages_reach_the_right_tokens(monkeypatch, tokenizer):
     assert all(adv == 0 for adv, m in zip(good.adv, good.mask) if not m)
     assert a[0, 0] > a[0, 1] > 0  # the search turn gets extra credit for its turn reward
     assert all(adv == pytest.approx(a[1, 0].item()) for adv, m in zip(bad.adv, bad.mask) if m)
+
+
+def test_three_turns_give_each_call_its_own_turn_reward_and_advantage(monkeypatch, tokenizer):
+    """--max-calls 2 (K = 3): episode 0 searches Germany (R^T_1 = 0.2: Paris is not in the
+    result), then France (R^T_2 = 0.7), then answers; episode 1 searches France (0.7) and answers
+    (R^T_2 = 0). Each turn's tokens carry MT-GRPO's A_k of the (1, 2, 2) turn rewards."""
+    retriever = retrieval.BM25Retriever(DOCS)
+    scripted(monkeypatch, tokenizer, [[TURN1_DE, TURN1], [TURN1, TURN2], [TURN2]])
+    samples, _, log = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
+                                        retriever, args_for(max_calls=2))
+    envs = [replay("q", ["Paris"], retriever, [TURN1_DE, TURN1, TURN2], max_turns=3),
+            replay("q", ["Paris"], retriever, [TURN1, TURN2], max_turns=3)]
+    r_turn = [rewards.turn_rewards(e.completion, ["Paris"], 3) for e in envs]
+    assert r_turn == [[0.2, 0.7], [0.7, 0.0]] and samples[0].rewards[:2] == [0.2, 0.7]
+    r_out = [rewards.outcome_reward(e.completion, ["Paris"]) for e in envs]
+    want = mtgrpo.turn_advantages(torch.tensor([r_turn]), torch.tensor([r_out]), "mt")[0]
+    for j, s in enumerate(samples):
+        got = {k: a for a, k in zip(s.adv, s.turn) if k > 0}
+        assert set(got) == ({1, 2, 3} if j == 0 else {1, 2})
+        assert got == pytest.approx({k: want[j, k - 1].item() for k in got})
+    assert log["calls"] == 1.5 and log["turn_reward"] == pytest.approx((0.9 + 0.7) / 2)
 
 
 def test_several_questions_are_normalised_in_their_own_groups(monkeypatch, tokenizer):
@@ -218,6 +239,12 @@ def test_clear_errors_for_bad_flags(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.parse_args(["--resume", str(tmp_path)])
     assert "no args.json" in capsys.readouterr().err
+    for argv, says in ((["--env", "planpath", "--max-calls", "2"], "sokoban and planpath take --max-turns"),
+                       (["--max-calls", "0"], "--max-calls is 0; it must be at least 1")):
+        with pytest.raises(SystemExit):
+            train.parse_args(argv)
+        assert says in capsys.readouterr().err
+    assert train.parse_args(["--env", "planpath", "--max-calls", "1"]).max_calls == 1  # the default, as a saved run passes it
 
 
 def test_malformed_question_file_is_a_clear_error(tmp_path):

@@ -19,14 +19,14 @@ the same budget (K or G samples per group):
   search, turn 1 (the query)  GRPO-OR, GRPO-MR and MT-GRPO on the same G episodes (mtgrpo.py)
   search, turn 2 (the answer) the same episodes' A_2; Q is the episode's own R^O, V the mean R^O
                               of the M answers sampled after the same tool result
-  planpath                    GRPO and GiGPO on the same K trajectories per level
+  planpath, sokoban           GRPO and GiGPO on the same K trajectories per level
                               (atgrpo.episode_advantages, gigpo_advantages); AT-GRPO on the groups
                               of its own tree (atgrpo.tree_advantages)
-The return: search R^T_1 + R^O ("return") and R^O alone ("outcome"); planpath the sum of every
+The return: search R^T_1 + R^O ("return") and R^O alone ("outcome"); the games the sum of every
 agent's rewards from the answer to the episode's end ("return", what trajectory GRPO normalises)
 and success alone ("success": 1 when the level ends solved).
 
-The figures, with 95 % bootstrap intervals over states (questions; for planpath levels, which
+The figures, with 95 % bootstrap intervals over states (questions; for the games levels, which
 hold every state of their episodes): Pearson and Spearman correlation with A*; sign agreement
 where |A*| is above the noise (an advantage of 0 has no sign: it counts as a miss); the fraction
 of answers whose advantage is 0. The noise ceiling: the M continuations split in two halves give
@@ -59,24 +59,24 @@ from machinery.cli import one_line
 from machinery import precision
 from machinery.records import read_json
 from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
-from tools import output
+from tools import credit_update, output
 
-NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "grpo": "GRPO (trajectories)",
+NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "mt_half": "MT-GRPO α=0.5", "grpo": "GRPO (trajectories)",
          "gigpo": "GiGPO", "at": "AT-GRPO (tree)"}
-ESTIMATORS = {"search": ("or", "mr", "mt"), "planpath": ("grpo", "gigpo", "at")}
-TARGETS = {"search": ("return", "outcome"), "planpath": ("return", "success")}
+GAMES = ("planpath", "sokoban")  # AT-GRPO's two games: the same estimators, targets and subsets
+ESTIMATORS = {"search": ("or", "mr", "mt", "mt_half")} | {g: ("grpo", "gigpo", "at") for g in GAMES}
+TARGETS = {"search": ("return", "outcome")} | {g: ("return", "success") for g in GAMES}
 # the pre-registered comparisons: (estimator, baseline), Pearson difference with its interval
-DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr")),
-               "planpath": (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo"))}
-DEFAULT_STATES, DEFAULT_CONTINUATIONS = {"search": 12, "planpath": 4}, {"search": 8, "planpath": 4}  # about 20 min each
+DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr"), ("mt_half", "mt"))} | {
+    g: (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo")) for g in GAMES}
+DEFAULT_STATES = {"search": 12} | {g: 4 for g in GAMES}  # about 20 min each
+DEFAULT_CONTINUATIONS = {"search": 8} | {g: 4 for g in GAMES}
 BOOTSTRAP = (10, 100_000)  # draws: 1000 take seconds; the upper bound keeps a typo from running for days
 # the summary's columns: the pre-registered differences of each subset (turn 2: MT-GRPO against
 # GRPO-MR, the paper's case; MT-GRPO - GRPO-OR is 0 there by construction)
-SUMMARY = {"search": {"turn 1": (("mt", "or"), ("mr", "or")), "turn 2": (("mt", "mr"),)},
-           "planpath": {"turn 1": (("at", "grpo"), ("gigpo", "grpo")), "turns 2+": (("at", "grpo"), ("gigpo", "grpo"))}}
-SUBSETS = {"search": {"turn 1": lambda r: r["turn"] == 1, "turn 2": lambda r: r["turn"] == 2},
-           "planpath": {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1,
-                        "turns 2+": lambda r: r["turn"] >= 2}}
+SUMMARY = {"search": {"turn 1": (("mt", "or"), ("mr", "or")), "turn 2": (("mt", "mr"),)}} | {
+    g: {"turn 1": (("at", "grpo"), ("gigpo", "grpo")), "turns 2+": (("at", "grpo"), ("gigpo", "grpo"))} for g in GAMES}
+SUBSETS = {g: {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1, "turns 2+": lambda r: r["turn"] >= 2} for g in GAMES}
 
 
 # ---------------------------------------------------------------- Monte Carlo: Q^ from continuations
@@ -144,7 +144,8 @@ def tree_records(make_env, level_ids, sampler, K, M, scale, chunk, bar):
         branches = [replayed(node[e].copy(), role, c[2], r) for c, r in zip(g.candidates, g.rewards)]
         starts += [(b, next_role(b, role), r) for b, r in zip(branches, g.rewards)]
         records += [{"scheme": "tree", "state": f"level {e} {role} turn {turn}", "cluster": level_ids.index(e),
-                     "turn": turn, "role": role, "answer": c[2], "adv": {"at": a}} for c, a in zip(g.candidates, adv)]
+                     "turn": turn, "role": role, "answer": c[2], "adv": {"at": a}, "_ids": (c[0], c[1])}
+                    for c, a in zip(g.candidates, adv)]
         node[e] = branches[g.chosen]
     for record, q in zip(records, continue_each(starts, sampler, M, chunk, bar)):
         record["q"] = q
@@ -170,7 +171,7 @@ def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar, om
                             ("start" if n == 0 else f"trajectory {j % K} answer {n}"), "cluster": j // K,
                             "turn": t.turn, "role": t.role, "answer": t.candidate[2],
                             "adv": {"grpo": grpo[j], "gigpo": gigpo[j][n]},
-                            "anchor": anchor[j // K, tuple(t.candidate[0])]})
+                            "anchor": anchor[j // K, tuple(t.candidate[0])], "_ids": t.candidate[:2]})
     for i, q in enumerate(continue_each(after, sampler, M, chunk, bar)):
         records[i]["q"] = q
         if records[i]["state"].endswith("start"):
@@ -187,71 +188,106 @@ def game_records(make_env, level_ids, sampler, K, M, scale, chunk=64, desc="cont
                 + tree_records(make_env, level_ids, sampler, K, M, scale, chunk, bar))
 
 
-# ---------------------------------------------------------------- search: the query turn
+# ---------------------------------------------------------------- search: every turn
 def search_advantages(turn_r, outcome_r, alpha=1.0, scale="group", turn=1):
-    """{or, mr, mt}: each estimator's advantage A_turn of G episodes of one question
-    (mtgrpo.turn_advantages): turn 1 is the query, turn 2 the answer. At turn 2 MT-GRPO's
+    """{or, mr, mt, mt_half}: each estimator's advantage A_turn of G episodes of one question
+    (mtgrpo.turn_advantages; turn_r: G lists of K - 1 turn rewards): turn 1 is the first query,
+    turn K the last. mt is MT-GRPO at the run's --alpha, mt_half at alpha 0.5. For K = 2, MT-GRPO's
     A_2 = norm(R^O) is GRPO-OR's advantage by construction; GRPO-MR gives the answer the same
-    norm(R^T + R^O) as the query."""
-    R_T, R_O = torch.tensor(turn_r, dtype=torch.float64).view(1, -1, 1), torch.tensor(outcome_r, dtype=torch.float64).view(1, -1)
-    return {a: mtgrpo.turn_advantages(R_T, R_O, a, alpha, scale)[0, :, turn - 1].tolist() for a in ESTIMATORS["search"]}
+    norm(sum R^T + R^O) as the query."""
+    G = len(outcome_r)
+    R_T = torch.tensor(turn_r, dtype=torch.float64).view(1, G, -1)
+    R_O = torch.tensor(outcome_r, dtype=torch.float64).view(1, G)
+    pick = lambda algo, a: mtgrpo.turn_advantages(R_T, R_O, algo, a, scale)[0, :, turn - 1].tolist()  # noqa: E731
+    return {"or": pick("or", alpha), "mr": pick("mr", alpha), "mt": pick("mt", alpha), "mt_half": pick("mt", 0.5)}
 
 
-def replay_first_turn(first, generate):
-    """play_episodes' generate: the first call gives back the turns `first`, later calls sample."""
+def replay_prefix(prefixes, generate):
+    """play_episodes' generate: call c gives back turn c of every prefix (one length for all: the
+    replayed turns never end an episode), later calls sample."""
     calls = []
 
     def gen(prompts):
         calls.append(len(prompts))
-        return [list(f) for f in first] if len(calls) == 1 else generate(prompts)
+        return [list(p[len(calls) - 1]) for p in prefixes] if len(calls) <= len(prefixes[0]) else generate(prompts)
     return gen
 
 
+KINDS = ("call", "answer", "neither", "last")
+
+
+def kind_of(text, turn, K):
+    """What a turn decided: "call" (search again), "answer" (stop now), "neither", or "last" (turn
+    K: the episode ends whatever it says)."""
+    return "last" if turn >= K else "answer" if env_search.has_answer(text) else "call" if "<tool>" in text else "neither"
+
+
 def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
-    """Per question: G episodes (the estimators' samples) and, for each one's query turn, M
-    continuations that replay it and sample the answer turn (its Q^). The same continuations give
-    the answer turn's true advantage: after the tool result the state is the same for all M (the
-    retriever is deterministic), the answer is scored by R^O alone, so Q(s_2, a) is the episode's
-    own R^O, exactly, and V(s_2) the mean R^O of the M answers sampled there."""
+    """Per question: G episodes (the estimators' samples) and, for each episode and each of its
+    turns k that did not end it (turn 1 always), M continuations that replay turns 1..k and sample
+    the rest. The tool result is deterministic (the retriever is), so they start at the state
+    s_{k+1} that the episode reached: their mean return from turn k is Q^(s_k, a_k), and their mean
+    return from turn k + 1 is V^(s_{k+1}), the baseline of the next turn's answer. The last turn's
+    Q is the episode's own return from it, exactly (R^O: a last turn earns no turn reward)."""
+    K = args.max_calls + 1
     records, generate = [], turn_generator(model, tok, args, env_search.STOP_STRINGS)
     for qi, question in enumerate(questions):
         envs = train.make_envs([question], retriever, args, repeat=G)
-        samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS)
+        samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS, generate=generate)
         turn_r, outcome_r, _ = rewards.score_episodes(envs)
-        adv, adv_2 = (search_advantages([t[0] for t in turn_r], outcome_r, args.alpha, args.scale_rewards, k) for k in (1, 2))
-        first = [[x for x, k in zip(s.ids, s.turn) if k == 1] for s in samples]
-        second = [[x for x, k in zip(s.ids, s.turn) if k == 2] for s in samples]
+        adv = {k: search_advantages(turn_r, outcome_r, args.alpha, args.scale_rewards, k) for k in range(1, K + 1)}
+        turns = [[[x for x, t in zip(s.ids, s.turn) if t == k] for k in range(1, e.turns + 1)] for s, e in zip(samples, envs)]
         bar.update(G)
-        runs = []  # (episode, R^T_1, R^O) of every continuation
-        for at in range(0, G * M, chunk):
-            rows = range(at, min(at + chunk, G * M))
-            conts = train.make_envs([question], retriever, args, repeat=len(rows))
-            play_episodes(model, tok, conts, args, env_search.STOP_STRINGS,
-                          generate=replay_first_turn([first[i // M] for i in rows], generate))
-            c_turn, c_outcome, _ = rewards.score_episodes(conts)
-            runs += [(i // M, t[0], o) for i, t, o in zip(rows, c_turn, c_outcome)]
-            bar.update(len(rows))
-        by_episode = {i: [] for i in range(G)}
-        for e, t, o in runs:
-            by_episode[e].append((t, o))
-        for i, mine in by_episode.items():
-            if any(t != turn_r[i][0] for t, _ in mine):
-                raise RuntimeError("a replayed query earned another turn reward: the retriever is not deterministic")
-            at_s2 = halves([o for _, o in mine])  # Q^ of R^O after the query = V of the answer's state
-            records.append({"scheme": "episodes", "state": f"question {qi}", "cluster": qi, "turn": 1, "role": "",
-                            "answer": args.prefill + tok.decode(first[i], skip_special_tokens=True),
-                            "adv": {a: adv[a][i] for a in adv},
-                            "q": {"return": halves([t + o for t, o in mine]), "outcome": at_s2}})
-            if second[i]:  # the answer turn (an episode whose first turn answered has none)
-                records.append({"scheme": "episodes", "state": f"question {qi}, episode {i}, after the tool result",
-                                "cluster": qi, "turn": 2, "role": "", "answer": tok.decode(second[i], skip_special_tokens=True),
-                                "adv": {a: adv_2[a][i] for a in adv_2},
-                                "q": {"return": [outcome_r[i]] * 2, "outcome": [outcome_r[i]] * 2},
-                                "v": {"return": at_s2, "outcome": at_s2}})
+        runs = {}  # (episode, k) -> [(turn rewards, R^O)] of its continuations
+        for k in range(1, K):
+            rows = [i for i in range(G) if k == 1 or k < len(turns[i]) for _ in range(M)]
+            if k > 1:  # the bar counted G (M + 1) episodes a question: later turns' continuations come on top
+                bar.total = (bar.total or 0) + len(rows)
+                bar.refresh()
+            for at in range(0, len(rows), chunk):
+                part = rows[at:at + chunk]
+                conts = train.make_envs([question], retriever, args, repeat=len(part))
+                play_episodes(model, tok, conts, args, env_search.STOP_STRINGS,
+                              generate=replay_prefix([turns[i][:k] for i in part], generate))
+                for i, t, o in zip(part, *rewards.score_episodes(conts)[:2]):
+                    if t[:k] != turn_r[i][:k]:
+                        raise RuntimeError("a replayed query earned another turn reward: the retriever is not deterministic")
+                    runs.setdefault((i, k), []).append((t, o))
+                bar.update(len(part))
+        for i, s in enumerate(samples):
+            for k, ids in enumerate(turns[i], 1):
+                if k > 1 and not ids:  # a turn that generated nothing has no tokens to credit
+                    continue
+                record = turn_record(qi, i, k, K, args.prefill + tok.decode(ids, skip_special_tokens=True),
+                                     {a: adv[k][a][i] for a in adv[k]}, runs, turn_r[i], outcome_r[i])
+                record["_ids"] = (s.ids[:s.turn.index(k)] if ids else s.ids, ids)  # context, answer: for --gradient
+                records.append(record)
     return records
 
 
+def turn_record(qi, i, k, K, text, adv, runs, turn_r, outcome):
+    """The record of episode i's turn k: Q from the continuations after it (exact for the last
+    turn), V from those after turn k - 1 (turn 1: the G first turns share the question's start)."""
+    def togo(rows, k):  # halves of the return from turn k on, and of R^O
+        return {"return": halves([sum(t[k - 1:]) + o for t, o in rows]), "outcome": halves([o for _, o in rows])}
+    mine = runs.get((i, k)) or [(turn_r, outcome)] * 2  # the last turn: its own return, exactly
+    record = {"scheme": "episodes", "state": f"question {qi}" if k == 1 else f"question {qi}, episode {i}, "
+              + ("after the tool result" if k == 2 else f"turn {k}"), "cluster": qi, "turn": k, "role": "",
+              "kind": kind_of(text, k, K), "answer": text, "adv": adv, "q": togo(mine, k)}
+    if k > 1:
+        record["v"] = togo(runs[i, k - 1], k)
+    return record
+
+
 # ---------------------------------------------------------------- the figures
+def subsets(records, env):
+    """{name: test of a record}: the answers each figure is given for. Search: turn by turn (turn
+    K, the last, is the answer); the games: all turns, the first, the later ones."""
+    if env in GAMES:
+        return SUBSETS[env]
+    return {f"turn {k}": (lambda r, k=k: r["turn"] == k) for k in sorted({r["turn"] for r in records})}
+
+
 def true_advantages(records, target):
     """(A*, A* of the first half, A* of the second half) per record (module docstring)."""
     shared = {}
@@ -314,7 +350,7 @@ def analyse(records, env, bootstrap=1000, seed=0):
     for target in TARGETS[env]:
         a_star, a1, a2 = true_advantages(records, target)
         out[target] = {}
-        for subset, keep in SUBSETS[env].items():
+        for subset, keep in subsets(records, env).items():
             rows = [i for i, r in enumerate(records) if keep(r)]
             if not rows:
                 continue
@@ -344,6 +380,51 @@ def analyse(records, env, bootstrap=1000, seed=0):
                                    for a, b in DIFFERENCES[env] if a in point and b in point}
             out[target][subset] = cell
     return out
+
+
+def call_bias(records, bootstrap=1000, seed=0):
+    """Search: does an estimator favour "call again" over "answer now" at equal A*? (a turn-level
+    baseline that depends on the episode's own stopping turn gives one a hidden bonus: verl RFC
+    #7244). Over the turns that could do either (before turn K), per target and estimator, the
+    least-squares fit adv = a + b A* + c [the turn calls]: c is the bonus in the advantage's units,
+    c / b in the return's. A* is noisy, which flattens b, so c also takes up a little of any gap
+    in mean A* between the two kinds (given beside it). 95 % intervals over questions. None when
+    the turns hold only one kind."""
+    rows = [i for i, r in enumerate(records) if r.get("kind") in ("call", "answer")]
+    if {records[i]["kind"] for i in rows} != {"call", "answer"}:
+        return None
+    calls = np.array([records[i]["kind"] == "call" for i in rows], float)
+    clusters = sorted({records[i]["cluster"] for i in rows})
+    of = np.array([clusters.index(records[i]["cluster"]) for i in rows])
+    rng = np.random.default_rng(seed)
+    draws = [np.ones(len(clusters))] + [np.bincount(rng.choice(len(clusters), len(clusters)), minlength=len(clusters))
+                                        for _ in range(bootstrap)]
+    out = {"calls": int(calls.sum()), "answers": int(len(rows) - calls.sum())}
+    for target in TARGETS["search"]:
+        a_star = true_advantages(records, target)[0][rows]
+        out[target] = {"a_star_gap": [float(a_star[calls == 1].mean() - a_star[calls == 0].mean())]}
+        for e in ESTIMATORS["search"]:
+            if all(e in records[i]["adv"] for i in rows):
+                adv = np.array([records[i]["adv"][e] for i in rows])
+                fits = [bonus(adv, a_star, calls, w[of].astype(float)) for w in draws]
+                out[target][e] = {k: [fits[0][j], *interval([f[j] for f in fits[1:]])] for j, k in enumerate(("bonus", "bonus_in_return"))}
+    return out
+
+
+def bonus(adv, a_star, calls, w):
+    """(c, c / b) of the weighted least-squares fit adv = a + b A* + c calls."""
+    X = np.stack([np.ones_like(a_star), a_star, calls], 1) * np.sqrt(w)[:, None]
+    (a, b, c), *_ = np.linalg.lstsq(X, adv * np.sqrt(w), rcond=None)
+    return float(c), float(c / b) if b > 0 else float("nan")
+
+
+def update(result):
+    """The update's figures of a --gradient measurement (tools/credit_update.py): per target,
+    each estimator's cosine with the A* gradient, on all its answers, from the kept Gram matrix."""
+    records, env = result["records"], result["settings"]["env"]
+    a_stars = {t: true_advantages(records, t) for t in TARGETS[env]}
+    return credit_update.update_figures(records, result["gram"], ESTIMATORS[env], DIFFERENCES[env], a_stars, interval,
+                                        result["settings"]["bootstrap"])
 
 
 def interval(values):
@@ -384,11 +465,43 @@ def tables(result):
                                  + f" | {cell[e]['zero'][0]:.2f} | {number(n['split_half'])} | {number(n['ceiling'])} |")
             lines += [""] + [f"- Pearson {NAMES[d.split('-')[0]]} − {NAMES[d.split('-')[1]]}: {with_interval(v)}"
                              for d, v in cell["differences"].items()]
-    if env == "planpath" and any("anchor" in r for r in result.get("records", [])):
+    if env in GAMES and any("anchor" in r for r in result.get("records", [])):
         lines += ["", anchor_line(result["records"])]
-    if env == "search" and "turn 2" in result["figures"]["outcome"]:
+    if env == "search" and len(result["figures"]["outcome"]) > 1:
         lines += [""] + both_turns(result["figures"])
+    if env == "search" and (bias := call_bias(result.get("records", []), s["bootstrap"])):
+        lines += bias_table(bias)
+    if "update" in result:
+        lines += update_table(result["update"], env)
     return "\n".join(lines)
+
+
+def bias_table(bias):
+    """call_bias as a table: the hidden bonus of a call over an answer at equal A*."""
+    lines = []
+    for target in TARGETS["search"]:
+        cell = bias[target]
+        lines += ["", f"**search, A* of {target}: the bonus of a tool call over answering now, at equal A*** ({bias['calls']} "
+                      f"calls, {bias['answers']} answers, turns before the last; calls' mean A* − answers': "
+                      f"{number(cell['a_star_gap'][0])}; 95 % interval)", "",
+                  "| estimator | bonus c, advantage units | c / b, return units |", "|---|---|---|"]
+        lines += [f"| {NAMES[e]} | {with_interval(cell[e]['bonus'])} | {with_interval(cell[e]['bonus_in_return'])} |"
+                  for e in ESTIMATORS["search"] if e in cell]
+    return lines
+
+
+def update_table(figures, env):
+    """Each estimator's update against the A* update: cosine and, on the same answers, Pearson."""
+    lines = []
+    for target, cell in figures.items():
+        lines += ["", f"**the update, A* of {target}: cosine of each estimator's policy gradient with the gradient "
+                      "A* gives** (all its answers, every turn; 95 % interval)", "",
+                  "| estimator | answers | cosine | Pearson, the same answers | split-half r | ceiling |", "|---|---|---|---|---|---|"]
+        lines += [f"| {NAMES[e]} | {cell[e]['n']} | {with_interval(cell[e]['cosine'])} | {with_interval(cell[e]['pearson'])} "
+                  f"| {number(cell[e]['split_half'])} | {number(cell[e]['ceiling'])} |" for e in ESTIMATORS[env] if e in cell]
+        lines += [""] + [f"- cosine {NAMES[d.split('-')[0]]} − {NAMES[d.split('-')[1]]}: {with_interval(v)}"
+                         for d, v in cell["differences"].items()]
+    return lines
 
 
 def anchor_line(records):
@@ -401,36 +514,45 @@ def anchor_line(records):
 
 
 def both_turns(figures):
-    """Search: each estimator's Pearson with A* at the query turn and at the answer turn, in one
-    table. The answer's return is R^O alone, so turn 2 has one column."""
-    cols = [("return", "turn 1", "turn 1, A* of R^T_1 + R^O"), ("outcome", "turn 1", "turn 1, A* of R^O"),
-            ("outcome", "turn 2", "turn 2 (the answer), A* of R^O")]
-    lines = ["**search, both turns: Pearson with A*** (95 % interval)", "",
+    """Search: each estimator's Pearson with A* turn by turn, in one table. With two turns the
+    answer's return is R^O alone, so turn 2 has one column; with more, every turn has both."""
+    turns = list(figures["outcome"])
+    if turns == ["turn 1", "turn 2"]:
+        cols = [("return", "turn 1", "turn 1, A* of R^T_1 + R^O"), ("outcome", "turn 1", "turn 1, A* of R^O"),
+                ("outcome", "turn 2", "turn 2 (the answer), A* of R^O")]
+    else:
+        cols = [(t, sub, f"{sub}, A* of {'the return' if t == 'return' else 'R^O'}") for sub in turns for t in TARGETS["search"]]
+    present = [e for e in ESTIMATORS["search"] if all(e in figures[t][sub] for t, sub, _ in cols)]
+    lines = [f"**search, {'both turns' if len(turns) == 2 else 'every turn'}: Pearson with A*** (95 % interval)", "",
              "| estimator | " + " | ".join(c for _, _, c in cols) + " |", "|---|" + "---|" * len(cols)]
-    for e in ESTIMATORS["search"]:
+    for e in present:
         lines.append(f"| {NAMES[e]} | " + " | ".join(with_interval(figures[t][sub][e]["pearson"]) for t, sub, _ in cols) + " |")
     lines.append("| ceiling | " + " | ".join(number(figures[t][sub]["noise"]["mt"]["ceiling"]) for t, sub, _ in cols) + " |")
+    if turns != ["turn 1", "turn 2"]:
+        return lines
     mt_mr = figures["outcome"]["turn 2"]["differences"]["mt-mr"]
     return lines + ["", f"- turn 2, Pearson MT-GRPO − GRPO-MR: {with_interval(mt_mr)} (MT-GRPO's A_2 = norm(R^O) is "
                         "GRPO-OR's by construction)"]
 
 
-def summary(results):
-    """The pre-registered differences of every measurement, one row each (Pearson, 95 % interval)."""
-    lines = []
+def summary(results, names=None):
+    """The pre-registered differences of every measurement, one row each (Pearson, 95 % interval),
+    named by its file where names are given."""
+    names, lines = names or [""] * len(results), []
     for env in ESTIMATORS:
-        mine = [r for r in results if r["settings"]["env"] == env]
+        mine = [(r, name) for r, name in zip(results, names) if r["settings"]["env"] == env]
         if not mine:
             continue
-        cols = [(t, sub, d) for t in TARGETS[env] for sub in SUBSETS[env] if sub != "all turns" for d in SUMMARY[env][sub]]
+        cols = [(t, sub, d) for t in TARGETS[env] for sub in SUMMARY[env] for d in SUMMARY[env][sub]]
         label = lambda d: " − ".join(NAMES[x].split(" (")[0] for x in d)  # noqa: E731
         lines += [f"**{env}: Pearson differences**", "",
-                  "| model | precision | " + " | ".join(f"{label(d)}, {t}, {sub}" for t, sub, d in cols) + " |",
-                  "|---|---|" + "---|" * len(cols)]
-        for r in mine:
+                  "| measurement | model | precision | " + " | ".join(f"{label(d)}, {t}, {sub}" for t, sub, d in cols) + " |",
+                  "|---|---|---|" + "---|" * len(cols)]
+        for r, name in mine:
             cells = [with_interval(r["figures"][t][sub]["differences"]["-".join(d)]) if sub in r["figures"][t] else "–"
                      for t, sub, d in cols]
-            lines.append(f"| {r['settings']['model']} | {'bf16' if r['settings']['bf16'] else 'fp32'} | " + " | ".join(cells) + " |")
+            lines.append(f"| {name} | {r['settings']['model']} | {'bf16' if r['settings']['bf16'] else 'fp32'} | "
+                         + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
 
@@ -466,12 +588,15 @@ def plot(result, path):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=BUNDLED, help="checkpoint folder, hub id or the bundled model")
-    p.add_argument("--env", choices=["search", "planpath"], help="default: the run's, else search")
+    p.add_argument("--env", choices=list(ESTIMATORS), help="default: the run's, else search")
     p.add_argument("--states", type=int, help="test questions (default 12) or levels (default 4)")
     p.add_argument("--num-generations", type=int, help="G or K (default: the run's, else the task's)")
-    p.add_argument("--continuations", type=int, help="M, even (two halves for the noise ceiling); default 8 (search) or 4 (planpath)")
+    p.add_argument("--continuations", type=int, help="M, even (two halves for the noise ceiling); default 8 (search) or 4 (the games)")
     p.add_argument("--chunk", type=int, default=64, help="episodes decoded together")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the intervals")
+    p.add_argument("--gradient", action="store_true",
+                   help="also measure each estimator's update direction against the A* one (tools/credit_update.py; "
+                        "minutes more: one backward pass per answer)")
     p.add_argument("--json", help="write the measurement (settings, records, figures) here")
     p.add_argument("--png", help="write the scatter plots here (needs matplotlib)")
     p.add_argument("--from", dest="sources", nargs="+", metavar="JSON",
@@ -487,13 +612,15 @@ def parse_args(argv):
         p.error("--num-generations must be at least 2: an advantage compares the samples of a group")
     if ours.sources and (len(ours.sources) > 1 and (ours.png or ours.json)):
         p.error("--png and --json take one --from file")
+    if ours.sources and ours.gradient:
+        p.error("--gradient measures with a model; --from reads what a --gradient measurement kept")
     if ours.sources:
         return ours, None
     from tools.evaluate import run_args
     ours.n = ours.states or 1  # the run's --env decides the defaults
     args = run_args(ours, rest + ([f"--num-generations={ours.num_generations}"] if ours.num_generations else []))
     if args.env not in ESTIMATORS:
-        p.error(f"--env {args.env}: credit is measured on search and planpath")
+        p.error(f"--env {args.env}: credit is measured on search, planpath and sokoban")
     args.eval_n = ours.n = ours.states or DEFAULT_STATES[args.env]
     ours.continuations = ours.continuations or DEFAULT_CONTINUATIONS[args.env]
     return ours, args
@@ -507,7 +634,9 @@ def measure(ours, args):
     data, items = evaluation_set(args, "test")
     train.check_prompts(next(iter(models.values())), tok, data, [], items, args)
     torch.manual_seed(args.seed)
-    G, M, t0 = args.num_generations, ours.continuations, time.time()
+    if ours.gradient and args.policy == "per-role":
+        raise SystemExit("--gradient measures one policy's update; this checkpoint has one model per role")
+    G, M, t0, load = args.num_generations, ours.continuations, time.time(), os.getloadavg()[0]
     if args.env == "search":
         with tqdm(total=len(items) * G * (M + 1), desc="credit: episodes", unit="episode") as bar:
             records = search_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar)
@@ -518,9 +647,14 @@ def measure(ours, args):
     settings = {"env": args.env, "model": args.model, "states": len(items), "num_generations": G, "continuations": M,
                 "bf16": bool(args.bf16 and precision.bf16_ok(device)), "temperature": args.temperature, "scale_rewards": args.scale_rewards,
                 "bootstrap": ours.bootstrap, "seed": args.seed}
-    machine = {"cpu": cpu_name(), "precision": precision.precision_line(device, args.bf16), "threads": torch.get_num_threads(),
-               "load_at_start": os.getloadavg()[0], "seconds": round(time.time() - t0, 1)}
-    return {"settings": settings, "machine": machine, "records": records}
+    rows = [r.pop("_ids") for r in records]
+    result = {"settings": settings, "records": records}
+    if ours.gradient:
+        gram = credit_update.answer_gram(models["policy"], rows, args.temperature, settings["bf16"])
+        result["gram"] = [[float(f"{x:.7g}") for x in row] for row in gram]  # what --from reads back
+    result["machine"] = {"cpu": cpu_name(), "precision": precision.precision_line(device, args.bf16),
+                         "threads": torch.get_num_threads(), "load_at_start": load, "seconds": round(time.time() - t0, 1)}
+    return result
 
 
 def read_result(path):
@@ -547,7 +681,7 @@ def whole(low, high=float("inf")):
 
 
 # what the tables and figures read, and what each must be; bootstrap bounded: 10**9 draws would run for days
-SETTINGS = {"env": (lambda x: x in ESTIMATORS, "search or planpath"), "model": (lambda x: isinstance(x, str), "text"),
+SETTINGS = {"env": (lambda x: x in ESTIMATORS, "search, planpath or sokoban"), "model": (lambda x: isinstance(x, str), "text"),
             "states": (whole(2), "a whole number, at least 2"), "num_generations": (whole(2), "a whole number, at least 2"),
             "continuations": (lambda x: whole(2)(x) and x % 2 == 0, "an even whole number, at least 2"),
             "bf16": (lambda x: isinstance(x, bool), "true or false"),
@@ -576,7 +710,10 @@ def result_problem(result):
            or (not result["records"] and "no records"))
     if why:
         return why
-    env = result["settings"]["env"]
+    env, n = result["settings"]["env"], len(result["records"])
+    if "gram" in result and not (isinstance(result["gram"], list) and len(result["gram"]) == n and all(
+            isinstance(row, list) and len(row) == n and all(map(finite, row)) for row in result["gram"])):
+        return f"'gram' must be {n} lists of {n} finite numbers (one row and column per record)"
     return next(filter(None, (record_problem(r, env, f"record {i}") for i, r in enumerate(result["records"]))), None)
 
 
@@ -591,7 +728,8 @@ def record_problem(r, env, where):
               "adv": (lambda x: isinstance(x, dict) and bool(x) and set(x) <= set(ESTIMATORS[env])
                       and all(map(finite, x.values())), f"finite numbers keyed by {', '.join(ESTIMATORS[env])}"),
               "q": (halves_ok(env), targets)}
-    optional = {"v": (halves_ok(env), targets), "anchor": (whole(1), "a whole number, at least 1")}
+    optional = {"v": (halves_ok(env), targets), "anchor": (whole(1), "a whole number, at least 1"),
+                "kind": (lambda x: x in KINDS, " or ".join(KINDS))}
     return fields_problem(where, r, checks | {k: test for k, test in optional.items() if k in r})
 
 
@@ -621,9 +759,11 @@ def main(argv=None):
     results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
     for result in results:
         result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
+        if "gram" in result:
+            result["update"] = update(result)
         print(tables(result) + "\n")
     if len(results) > 1:
-        print(summary(results))
+        print(summary(results, [os.path.basename(p).removesuffix(".json") for p in ours.sources]))
     save(results[0], ours)
     return results[0]
 

@@ -31,7 +31,7 @@ from machinery.records import read_json
 SEARCH_METRICS = {"tool_execution": "tool_execution", "answer_in_results": "answer_in_results",
                   "format": "xml_format", "exact_match": "exact_match"}
 # run settings that define the task (read from a checkpoint's args.json)
-TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retriever_url", "corpus",
+TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retriever_url", "corpus", "max_calls",
              "train_questions", "test_questions", "max_completion_length", "size", "boxes",
              "reverse_steps", "min_solution", "max_solution", "max_turns", "moves_per_turn", "team_reward",
              "team_alpha", "single_agent", "positions", "levels")
