@@ -268,11 +268,15 @@ def test_the_tool_on_a_tiny_model_and_again_from_its_json(tiny_model_dir, tmp_pa
     assert len([r for r in live["records"] if r["scheme"] == "tree"]) % 2 == 0
 
 
-def test_sokoban_is_measured_like_planpath(tiny_model_dir, capsys):
-    """AT-GRPO's other game: the same three estimators on its trajectories and its tree."""
+def test_sokoban_is_measured_like_planpath(tiny_model_dir, capsys, monkeypatch):
+    """AT-GRPO's other game: the same three estimators on its trajectories and its tree. The load
+    recorded is the one at the start (it used to be read at the end)."""
+    loads = iter(range(1, 10 ** 6))
+    monkeypatch.setattr(credit.os, "getloadavg", lambda: (float(next(loads)), 0.0, 0.0))
     live = credit.main(["--env", "sokoban", "--model", tiny_model_dir, "--states", "2", "--num-generations", "2",
                         "--continuations", "2", "--bootstrap", "20"])
     assert live["settings"]["env"] == "sokoban" and "sokoban, model" in capsys.readouterr().out
+    assert live["machine"]["load_at_start"] == 1.0
     assert {e for r in live["records"] for e in r["adv"]} == {"grpo", "gigpo", "at"}
     assert set(live["figures"]["success"]) == {"all turns", "turn 1", "turns 2+"}
     assert credit.record_problem(live["records"][0], "sokoban", "record 0") is None

@@ -396,9 +396,7 @@ def call_bias(records, bootstrap=1000, seed=0):
     calls = np.array([records[i]["kind"] == "call" for i in rows], float)
     clusters = sorted({records[i]["cluster"] for i in rows})
     of = np.array([clusters.index(records[i]["cluster"]) for i in rows])
-    rng = np.random.default_rng(seed)
-    draws = [np.ones(len(clusters))] + [np.bincount(rng.choice(len(clusters), len(clusters)), minlength=len(clusters))
-                                        for _ in range(bootstrap)]
+    draws = credit_update.cluster_weights(len(clusters), bootstrap, seed)
     out = {"calls": int(calls.sum()), "answers": int(len(rows) - calls.sum())}
     for target in TARGETS["search"]:
         a_star = true_advantages(records, target)[0][rows]

@@ -88,6 +88,13 @@ def weighted_pearson(x, y, w):
     return float(w @ (dx * dy) / (sx * sy)) if sx > 0 and sy > 0 else float("nan")
 
 
+def cluster_weights(n, bootstrap, seed=0):
+    """The weight of each of n clusters in the point estimate (all 1) and in each bootstrap draw
+    (how often the draw picked it)."""
+    rng = np.random.default_rng(seed)
+    return [np.ones(n)] + [np.bincount(rng.choice(n, n), minlength=n) for _ in range(bootstrap)]
+
+
 def update_figures(records, gram, estimators, pairs, a_stars, interval, bootstrap=1000, seed=0):
     """{target: {estimator: {"cosine", "pearson": [value, low, high], "split_half", "ceiling",
     "n"}, "differences": {"a-b": cosine difference [value, low, high]}}}. a_stars: {target: (A*,
@@ -95,9 +102,7 @@ def update_figures(records, gram, estimators, pairs, a_stars, interval, bootstra
     their turns: one update), the bootstrap resampling states (clusters) for all at once."""
     gram, out = np.asarray(gram, float), {}
     clusters = sorted({r["cluster"] for r in records})
-    rng = np.random.default_rng(seed)
-    draws = [np.ones(len(clusters))] + [np.bincount(rng.choice(len(clusters), len(clusters)), minlength=len(clusters))
-                                        for _ in range(bootstrap)]
+    draws = cluster_weights(len(clusters), bootstrap, seed)
     position = {c: j for j, c in enumerate(clusters)}
     for target, (a_star, a1, a2) in a_stars.items():
         cell, per_draw = {}, {}
