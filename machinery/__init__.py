@@ -11,6 +11,8 @@
     heap.py        on a CPU under glibc, freed memory reused instead of faulted in anew
     checkpoint.py  the run folder: one writer, checkpoints, --resume, the rollouts of each step
     records.py     JSON and JSONL files read as data, every problem one line
+    rollouts.py    a step's rollouts read back: groups, each rollout cut into turns, a group as a table
+    trackers.py    --report-to: TensorBoard, W&B or Trackio fed from the log while the run trains
     cli.py         what every command shares: Ctrl-C or a failed read or write as one line, not a
                    traceback; a progress bar over long work
 

@@ -101,10 +101,11 @@ def save_args(args, out):
 
 
 def start_over(out):
-    """Delete what an earlier run left in OUT (its log, rollouts and checkpoints): a new run
+    """Delete what an earlier run left in OUT (its log, rollouts, checkpoints, trackers): a new run
     must not mix its lines or rollouts with another's. config.check_out allows it only with
     --overwrite."""
-    for name in ("log.jsonl", "rollouts", "checkpoint", "checkpoint.old", "checkpoint.tmp"):
+    for name in ("log.jsonl", "rollouts", "checkpoint", "checkpoint.old", "checkpoint.tmp", "trackers.json",
+                 "tensorboard", "wandb"):  # and its trackers' place and files (machinery/trackers.py)
         path = os.path.join(out, name)
         if os.path.isdir(path):
             shutil.rmtree(path)

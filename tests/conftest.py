@@ -1,8 +1,18 @@
 """Shared fixtures: a tiny randomly-initialised Llama with the bundled model's tokenizer, and a
 two-document corpus with its BM25 index. transformers is imported inside the fixtures, so test
 files of pure functions do not pay for it."""
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 import torch
+
+# Trackio (--report-to trackio, and TRL, which imports it) reads its store's folder once, when first
+# imported: the tests' runs go to a folder of their own, not to the user's ~/.cache/huggingface/trackio
+os.environ["TRACKIO_DIR"] = tempfile.mkdtemp(prefix="trackio-tests-")
+atexit.register(shutil.rmtree, os.environ["TRACKIO_DIR"], True)
 
 
 @pytest.fixture(scope="session")

@@ -283,7 +283,7 @@ def test_a_failed_save_is_one_line_and_keeps_the_previous_checkpoint(saved, monk
 
 
 @pytest.mark.parametrize("error, message", [
-    (KeyboardInterrupt(), "stopped (Ctrl-C). Continue from the last checkpoint: python train.py --resume"),
+    (KeyboardInterrupt(), "stopped (Ctrl-C). Continue with python train.py --resume"),
     (OSError(28, "No space left on device", "runs/x/log.jsonl"),
      "could not write runs/x/log.jsonl: No space left on device; make room"),
 ])

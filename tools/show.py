@@ -17,6 +17,9 @@ token by the advantage it was trained with:
 Prompt and environment tokens (mask 0, no loss) are grey and uncoloured. No JavaScript, no
 external resources: the page opens anywhere.
 
+The file is read, and each rollout cut into its turns, by machinery/rollouts.py, which also
+gives the trackers (train.py --report-to) the same group as a table.
+
 --tree draws tree sampling on one level as an SVG picture (tree_svg): a column per agent and
 turn, its K candidates with their rewards, the chosen one green, the next column grown from it.
 trajectories_svg draws the GRPO baseline's K independent trajectories the same way (the lesson
@@ -33,10 +36,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from atgrpo import Group, best_index
 from machinery.cli import one_line
-from machinery.records import read_json, read_jsonl
+from machinery.records import read_json
+from machinery.rollouts import (advantage_of_turn, groups_of, pick_group, prompt_of, read_rollouts,  # noqa: F401
+                                reward_labels, segments)
 from tools import output
 
-KEYS = ("group", "role", "rewards", "tokens", "mask", "adv", "turn")
 ALGOS = {"mt": "MT-GRPO, turn-level advantages", "mr": "GRPO-MR, merged reward",
          "or": "GRPO-OR, outcome reward", "at": "AT-GRPO, agent- and turn-wise groups",
          "grpo": "GRPO baseline, trajectory groups", "gigpo": "GiGPO, trajectory and anchor-state groups"}
@@ -62,95 +66,6 @@ def rollout_steps(out):
         raise SystemExit(f"{os.path.join(out, 'rollouts')}: no rollout files; "
                          "train with train.py first; rollouts are saved at every step")
     return steps
-
-
-def read_rollouts(path):
-    """One dict per line, as checkpoint.save_rollouts writes them; a last line cut by a kill is
-    left out with a note (--resume writes that step again), any other bad line stops with it named."""
-    types = {"group": str, "role": str} | {k: list for k in ("tokens", "mask", "adv", "turn", "rewards")}
-    try:
-        rows = read_jsonl(path, types, row_problem, cut_end=True)
-    except ValueError as e:
-        raise SystemExit(f"{e}; expected one JSON object with {', '.join(KEYS)} per line, as train.py "
-                         "writes them") from None
-    with open(path, "rb") as f:
-        if sum(1 for line in f if line.strip()) > len(rows):
-            print(f"note: {path}: its last line was cut (the run stopped while writing it) and is "
-                  "left out", file=sys.stderr)
-    return rows
-
-
-def row_problem(row):
-    """What is wrong with a rollout row whose keys have the right types, or None: the per-token
-    lists are as long as tokens, tokens are text, the rest numbers (the page escapes and colours them)."""
-    if not len(row["tokens"]) == len(row["mask"]) == len(row["adv"]) == len(row["turn"]):
-        return "tokens, mask, adv and turn differ in length"
-    if not all(isinstance(t, str) for t in row["tokens"]):
-        return "'tokens' must hold only strings"
-    for key in ("mask", "adv", "turn", "rewards"):
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in row[key]):
-            return f"'{key}' must hold only numbers"
-    if not row["rewards"]:
-        return "'rewards' is empty (a row holds the reward of each of its turns)"
-    return None
-
-
-def groups_of(rows):
-    """[(group name, its rows)] in the order the groups first appear."""
-    groups = {}
-    for row in rows:
-        groups.setdefault(row["group"], []).append(row)
-    return list(groups.items())
-
-
-def pick_group(groups, index=None):
-    """Index I, or by default the first group that trains (some advantage not zero), else 0."""
-    if index is None:
-        return next((i for i, (_, rows) in enumerate(groups)
-                     if any(a for r in rows for a in r["adv"])), 0)
-    if not 0 <= index < len(groups):
-        raise SystemExit(f"--group {index}: this step has {len(groups)} groups; "
-                         f"pick one of 0..{len(groups) - 1}")
-    return index
-
-
-# ---------------------------------------------------------------- one rollout
-def segments(row):
-    """Runs of tokens [(kind, turn, indices)]: the prompt, each turn's model tokens, and the
-    environment tokens between turns (tool results, error messages)."""
-    segs, seen_model = [], False
-    for i, t in enumerate(row["turn"]):
-        kind = "turn" if t > 0 else ("environment" if seen_model else "prompt")
-        seen_model |= t > 0
-        if segs and segs[-1][:2] == (kind, t):
-            segs[-1][2].append(i)
-        else:
-            segs.append((kind, t, [i]))
-    return segs
-
-
-def prompt_of(row):
-    """The prompt's tokens (the masked tokens before the first model token)."""
-    segs = segments(row)
-    return [row["tokens"][i] for i in segs[0][2]] if segs and segs[0][0] == "prompt" else []
-
-
-def advantage_of_turn(row):
-    """{turn k: A_k}: every model token of turn k carries its turn's advantage A_k."""
-    return dict(sorted((t, a) for a, m, t in zip(row["adv"], row["mask"], row["turn"]) if m and t > 0))
-
-
-def reward_labels(row, env, algo):
-    """Search: rewards[k] belongs to turn k, the last one is the outcome reward R^O.
-    Sokoban: AT-GRPO's one reward belongs to the turn the sample's tokens were generated at;
-    the GRPO baseline gives every sample of a trajectory that trajectory's return."""
-    turns = sorted(advantage_of_turn(row)) or [1]
-    if algo in ("grpo", "gigpo"):
-        return ["trajectory return"]
-    if len(row["rewards"]) == 1:
-        return [f"turn {turns[0]}"]
-    return [f"turn {k + 1}" + (" (outcome)" if env == "search" and k == len(row["rewards"]) - 1 else "")
-            for k in range(len(row["rewards"]))]
 
 
 def text_html(row, scale, skip_prompt):

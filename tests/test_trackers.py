@@ -1,0 +1,340 @@
+"""--report-to: each tracker holds every log.jsonl value at its step, read back with its own reader
+(TensorBoard's event reader, the W&B offline run file, Trackio's local store); a resumed run goes
+on in the same tracker run with no step twice; a tracker that raises is switched off while
+training and the log go on; a tracker that is not installed is refused before anything starts."""
+import glob
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+
+import pytest
+
+from machinery import rollouts, trackers
+import train
+
+NAMES = tuple(trackers.TRACKERS)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def offline_wandb(tmp_path, monkeypatch):
+    """No API key anywhere: W&B must choose offline mode itself; its caches under tmp_path."""
+    for key in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_PROJECT", "WANDB_BASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    for key in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(key, str(tmp_path / "wandb-home"))
+
+
+def needs(*names):
+    for name in names:
+        pytest.importorskip(name)
+
+
+def tiny_run(tmp_path, tiny_model_dir, name, *extra):
+    out = str(tmp_path / name)
+    return out, ["--model", tiny_model_dir, "--batch-size", "1", "--num-generations", "2",
+                 "--max-completion-length", "6", "--eval-n", "2", "--eval-every", "2", "--save-every", "2",
+                 "--micro-batch-size", "2", "--learning-rate", "1e-3", "--warmup-steps", "1", "--bf16", "false",
+                 "--out", out, *extra]
+
+
+def log_of(out):
+    return [json.loads(line) for line in open(os.path.join(out, "log.jsonl"))]
+
+
+# ---------------------------------------------------------------- each tracker's own reader
+def read_tensorboard(out):
+    """[(step, tag, value)] of OUT/tensorboard as TensorBoard's own reader gives them: scalars
+    (float32), text, and the hyperparameters' plugin."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    ea = EventAccumulator(os.path.join(out, "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+    ea.Reload()
+    got = [(e.step, t, e.value) for t in ea.Tags()["scalars"] for e in ea.Scalars(t)]
+    got += [(e.step, t[:-len("/text_summary")], e.tensor_proto.string_val[0].decode())
+            for t in ea.Tags()["tensors"] for e in ea.Tensors(t)]
+    return got, ea.PluginTagToContent("hparams")
+
+
+def wandb_records(path):
+    """The protobuf records of a W&B run file: a ':W&B' header, then LevelDB-log blocks of 32 KiB
+    whose records (FULL 1, or FIRST 2 / MIDDLE 3 / LAST 4 pieces) have a 7-byte header."""
+    from wandb.proto import wandb_internal_pb2 as pb
+    data, records, part = open(path, "rb").read(), [], b""
+    assert data[:4] == b":W&B"
+    pos = 7
+    while pos + 7 <= len(data):
+        left = 32768 - pos % 32768
+        length, kind = int.from_bytes(data[pos + 4:pos + 6], "little"), data[pos + 6]
+        if left < 7 or kind == 0:  # the block's zero padding
+            pos += left
+            continue
+        part, pos = part + data[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind in (1, 4):
+            records.append(pb.Record.FromString(part))
+            part = b""
+    return records
+
+
+def read_wandb(out):
+    """[(step, tag, value)] of every offline session of the run, and its ids and config."""
+    got, ids, config = [], set(), {}
+    for path in sorted(glob.glob(os.path.join(out, "wandb", "offline-run-*", "run-*.wandb"))):
+        for r in wandb_records(path):
+            kind = r.WhichOneof("record_type")
+            if kind == "run":
+                ids.add(r.run.run_id)
+                config.update({i.key: json.loads(i.value_json) for i in r.run.config.update})
+            if kind == "history":
+                row = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+                table = row.get("eval/episodes/_type") == "table-file"
+                got += [(row["_step"], k, v) for k, v in row.items() if not k.startswith(("_", "eval/episodes/"))]
+                got += [(row["_step"], "eval/episodes", row["eval/episodes/nrows"])] if table else []
+    return got, ids, config
+
+
+def trackio_run(out):
+    return f"{os.path.basename(out)}-{json.load(open(os.path.join(out, 'trackers.json')))['id']}"
+
+
+def read_trackio(out):
+    """[(step, tag, value)] of the run in Trackio's local store, and its config."""
+    from trackio.sqlite_storage import SQLiteStorage
+    name = trackio_run(out)
+    got = [(row["step"], k, len(v["_value"]) if k == "eval/episodes" else v)
+           for row in SQLiteStorage.get_logs(trackers.PROJECT, name) for k, v in row.items()
+           if k not in ("step", "timestamp")]
+    return got, SQLiteStorage.get_run_config(trackers.PROJECT, name)
+
+
+READ = {"tensorboard": lambda out: read_tensorboard(out)[0], "wandb": lambda out: read_wandb(out)[0],
+        "trackio": lambda out: read_trackio(out)[0]}
+
+
+def expected(out):
+    """[(step, tag, value)] the log says each tracker should hold: every field of every line,
+    and a table of the rollouts at each evaluation step after 0."""
+    want = [(line["step"], trackers.tag(k), v) for line in log_of(out) for k, v in line.items() if k != "step"]
+    return want + [(line["step"], "eval/episodes", None) for line in log_of(out) if "t_eval" in line and line["step"]]
+
+
+def assert_holds(got, out, rel=1e-12, repeated=()):
+    """got holds each value of the log at its step, once, and nothing else; at the repeated steps
+    (a crash's, done again by --resume) the times are the first pass's."""
+    keys = [(step, t) for step, t, _ in got]
+    assert len(keys) == len(set(keys)), "a step written twice"
+    got = {(step, t): v for step, t, v in got}
+    want = expected(out)
+    assert sorted(got) == sorted((step, t) for step, t, _ in want)
+    for step, t, v in want:
+        if step in repeated and t.startswith("time/"):
+            continue
+        if isinstance(v, str) or v is None:
+            assert v is None or got[step, t] == v, (step, t)
+        else:
+            assert got[step, t] == pytest.approx(v, rel=rel, abs=1e-30, nan_ok=True), (step, t)
+
+
+# ---------------------------------------------------------------- the pure parts, by hand
+def test_each_field_gets_its_section():
+    assert trackers.tag("eval_exact_match_rate") == "eval/exact_match_rate"
+    assert trackers.tag("t_generate") == "time/t_generate" and trackers.tag("tokens_per_s") == "time/tokens_per_s"
+    assert trackers.tag("loss") == "train/loss" and trackers.tag("zero_adv_groups") == "train/zero_adv_groups"
+    line = {"step": 3, "loss": 0.5, "groups": 2, "eval_exact_match_each": "0110", "kl": None, "moves": {"a": 1}}
+    assert trackers.values(line) == {"train/loss": 0.5, "train/groups": 2, "eval/exact_match_each": "0110",
+                                     "train/moves": '{"a": 1}'}
+
+
+def test_the_flag_takes_trl_s_values_and_lists(monkeypatch):
+    installed = {"tensorboard", "trackio"}
+    monkeypatch.setattr(trackers.importlib.util, "find_spec", lambda name: object() if name in installed else None)
+    assert trackers.parse("none") == "none" and trackers.parse("") == "none"
+    assert trackers.parse("TensorBoard, trackio,tensorboard") == "tensorboard,trackio"
+    assert trackers.parse("all") == "tensorboard,trackio"  # TRL: every one installed
+    with pytest.raises(ValueError, match="'mlflow' is not one of none, all, tensorboard, wandb, trackio"):
+        trackers.parse("tensorboard,mlflow")
+    with pytest.raises(ValueError, match=r"the wandb package is not installed; .*pip install -r requirements-trackers.txt"):
+        trackers.parse("trackio,wandb")
+
+
+def test_a_missing_package_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    real = trackers.importlib.util.find_spec
+    monkeypatch.setattr(trackers.importlib.util, "find_spec", lambda name: None if name == "wandb" else real(name))
+    out = tmp_path / "run"
+    for report in (["wandb"], ["tensorboard", "wandb"], ["tensorboard,wandb"]):  # a list as TRL writes it, or commas
+        with pytest.raises(SystemExit):
+            train.main(["--report-to", *report, "--out", str(out), "--model", str(tmp_path / "no-model")])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.endswith("the wandb package is not installed; install the trackers with: "
+                            ".venv/bin/pip install -r requirements-trackers.txt -c requirements.txt")
+    assert not out.exists()
+
+
+def test_a_malformed_trackers_file_is_refused_in_one_line(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    for text, why in (('{"id": "ABC", "sent": {}}', "8 lowercase"), ('{"id": "abcd1234", "sent": {"tb": 3}}', "'sent' map"),
+                      ('{"id": "abcd1234", "sent": {"wandb": true}}', "'sent' map"), ("[", "bad JSON")):
+        (out / "trackers.json").write_text(text)
+        with pytest.raises(SystemExit, match=f"{why}.*; fix it, or delete it") as stop:
+            trackers.read_state(str(out))
+        assert "\n" not in str(stop.value)
+
+
+def test_a_group_as_a_table_with_each_turn_rewards_and_advantages():
+    toks = ["sys ", "Q?", "<search>x</search>", "\n<result>doc</result>\n", "<answer>y</answer>"]
+    row = {"group": "g", "role": "", "rewards": [0.7, 1.5], "tokens": toks, "mask": [0, 0, 1, 0, 1],
+           "adv": [0, 0, 0.25, 0, -0.5], "turn": [0, 0, 1, 0, 2]}
+    columns, data = rollouts.group_table([row], "search", "mt", prompt_end=3)
+    assert columns == ["rollout", "prompt (end)", "turn 1", "turn 2", "rewards", "advantages"]
+    assert data == [[0, " Q?", "<search>x</search> [environment] <result>doc</result>", "<answer>y</answer>",
+                     "turn 1: 0.700, turn 2 (outcome): 1.500", "turn 1: +0.250, turn 2: -0.500"]]
+    text = trackers.markdown(columns, data)
+    assert text.splitlines()[1] == "|---|---|---|---|---|---|"
+    assert "&lt;search&gt;x&lt;/search&gt;" in text and text.count("\n") == 2  # tags shown as text, one row
+
+
+def test_w_and_b_is_offline_unless_a_key_is_set(tmp_path, monkeypatch):
+    assert not trackers.has_wandb_key()  # the fixture: no key in the environment, no ~/.netrc
+    (tmp_path / "netrc").write_text("machine api.wandb.ai\n  login user\n  password abc\n")
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert trackers.has_wandb_key()  # where `wandb login` keeps it
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")
+    assert not trackers.has_wandb_key()  # a key for another host
+    monkeypatch.setenv("WANDB_API_KEY", "abc")
+    assert trackers.has_wandb_key()
+
+
+def test_tensorboard_drops_what_a_killed_run_wrote_past_its_last_step(tmp_path):
+    """A kill after TensorBoard wrote step 2 but before trackers.json said so: the resumed
+    writer starts at step 2 again, and the reader must show step 2 once, the new value."""
+    needs("tensorboard")
+    first = trackers.TensorBoard(str(tmp_path), "abcd1234", {"seed": 0}, None)
+    for step in (1, 2):
+        first.log(step, {"train/loss": float(step)}, None)
+    first.close()
+    again = trackers.TensorBoard(str(tmp_path), "abcd1234", {"seed": 0}, 1)  # trackers.json: step 1 sent
+    again.log(2, {"train/loss": 20.0}, None)
+    again.close()
+    assert sorted((s, v) for s, _, v in read_tensorboard(str(tmp_path))[0]) == [(1, 1.0), (2, 20.0)]
+
+
+# ---------------------------------------------------------------- a run, read back
+@pytest.mark.parametrize("name", NAMES)
+def test_the_tracker_holds_every_log_value_at_its_step(tmp_path, tiny_model_dir, name):
+    needs(name)
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "3", "--report-to", name)
+    train.main(flags)
+    assert_holds(READ[name](out), out, rel=1e-6 if name == "tensorboard" else 1e-12)  # TensorBoard keeps float32
+    flags = json.load(open(os.path.join(out, "args.json")))
+    if name == "tensorboard":
+        got, hparams = read_tensorboard(out)
+        assert hparams  # the flags, in the HPARAMS tab
+        episodes = dict(((s, t), v) for s, t, v in got)[2, "eval/episodes"]
+        assert episodes.startswith("| rollout | prompt (end) | turn 1 | turn 2 | rewards | advantages |")
+        assert "turn 2 (outcome)" in episodes
+    if name == "wandb":
+        _, ids, config = read_wandb(out)
+        assert ids == {json.load(open(os.path.join(out, "trackers.json")))["id"]}
+        assert {k: config[k] for k in flags} == flags
+    if name == "trackio":
+        config = read_trackio(out)[1]
+        assert {k: config[k] for k in flags} == flags
+
+
+def test_the_same_rollouts_with_every_tracker_as_without(tmp_path, tiny_model_dir):
+    needs(*NAMES)
+    plain, flags = tiny_run(tmp_path, tiny_model_dir, "plain", "--steps", "2")
+    train.main(flags)
+    watched, flags = tiny_run(tmp_path, tiny_model_dir, "watched", "--steps", "2", "--report-to", "all")
+    train.main(flags)
+    for step in (1, 2):
+        assert open(os.path.join(plain, "rollouts", f"step_{step}.jsonl")).read() == \
+            open(os.path.join(watched, "rollouts", f"step_{step}.jsonl")).read()
+
+
+def test_resume_goes_on_in_the_same_tracker_runs_with_no_step_twice(tmp_path, tiny_model_dir, monkeypatch):
+    """A crash at step 4 (its line logged and sent, its checkpoint not written) makes --resume
+    repeat steps 3 and 4; the trackers keep them once, in the run they had. (A tracker added at
+    --resume catching up: test_a_tracker_that_raises_...)"""
+    needs(*NAMES)
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "resumed", "--steps", "4", "--report-to", "all")
+    real_save = train.checkpoint.save_checkpoint
+
+    def crash_at_4(models, tok, opts, step, rng, folder):
+        if step == 4:
+            raise KeyboardInterrupt
+        real_save(models, tok, opts, step, rng, folder)
+    monkeypatch.setattr(train.checkpoint, "save_checkpoint", crash_at_4)
+    with pytest.raises(SystemExit, match="stopped"):
+        train.main(flags)
+    assert json.load(open(os.path.join(out, "trackers.json")))["sent"] == {name: 4 for name in NAMES}
+    import trackio
+    import wandb
+    wandb.finish()  # what the crashed process's exit does (their atexit hooks)
+    trackio.finish()
+    monkeypatch.setattr(train.checkpoint, "save_checkpoint", real_save)
+    train.main(["--resume", out])
+    for name in NAMES:  # the first pass's steps 3 and 4 are the resumed run's, but for their times
+        assert_holds(READ[name](out), out, rel=1e-6 if name == "tensorboard" else 1e-12, repeated=(3, 4))
+    runs = glob.glob(os.path.join(out, "wandb", "offline-run-*"))
+    assert len(runs) == 2 and len(read_wandb(out)[1]) == 1  # two sessions of one W&B run
+    assert len(glob.glob(os.path.join(out, "tensorboard", "events.*"))) == 2  # one folder, two writers
+    from trackio.sqlite_storage import SQLiteStorage
+    records = [r for r in SQLiteStorage.get_run_records(trackers.PROJECT) if r["name"] == trackio_run(out)]
+    assert len(records) == 1  # one Trackio run (one run id), continued
+
+
+def test_a_tracker_that_raises_is_switched_off_and_training_goes_on(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    needs("tensorboard")
+    real_log = trackers.TensorBoard.log
+
+    def fails_at_2(self, step, values, table):
+        if step == 2:
+            raise OSError(28, "No space left on device")
+        real_log(self, step, values, table)
+    monkeypatch.setattr(trackers.TensorBoard, "log", fails_at_2)
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "3", "--report-to", "tensorboard")
+    history = train.main(flags)
+    assert [h["step"] for h in history] == [line["step"] for line in log_of(out)] == [0, 1, 2, 3]
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: tensorboard")]
+    assert warnings == [f"warning: tensorboard failed to log step 2 (OSError: [Errno 28] No space left on device); "
+                        f"it is switched off, training and {out}/log.jsonl go on (--resume {out} later gives it the "
+                        "steps it missed)"]
+    assert sorted({s for s, _, _ in read_tensorboard(out)[0]}) == [0, 1]
+    monkeypatch.setattr(trackers.TensorBoard, "log", real_log)
+    train.main(["--resume", out, "--steps", "4"])  # the log's steps 2 and 3 first, then step 4
+    assert_holds(read_tensorboard(out)[0], out, rel=1e-6)
+
+
+def test_overwrite_starts_new_tracker_runs(tmp_path, tiny_model_dir):
+    needs("tensorboard", "wandb")
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "1", "--eval-every", "0",
+                          "--report-to", "tensorboard,wandb")
+    train.main(flags)
+    first = json.load(open(os.path.join(out, "trackers.json")))["id"]
+    train.main(flags + ["--overwrite"])
+    assert json.load(open(os.path.join(out, "trackers.json")))["id"] != first
+    assert len(glob.glob(os.path.join(out, "tensorboard", "events.*"))) == 1
+    assert read_wandb(out)[1] == {json.load(open(os.path.join(out, "trackers.json")))["id"]}
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="chromium not on PATH (Debian: apt-get install -y chromium)")
+def test_the_tensorboard_page_screenshot_shows_the_curves(tmp_path, tiny_model_dir):
+    """scripts/screenshot_tensorboard.sh: TensorBoard serves the run, headless Chromium draws its
+    SCALARS page with the curves (TensorBoard's orange bar, its first run's line colour)."""
+    needs("tensorboard")
+    from tests.test_show import read_png
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "3", "--report-to", "tensorboard")
+    train.main(flags)
+    png = str(tmp_path / "curves.png")
+    run = subprocess.run(["bash", "scripts/screenshot_tensorboard.sh", out, png, "^(train/loss|eval/reward)$"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == png, run.stderr[-2000:]
+    w, h, bpp, rows = read_png(png)
+    pixels = Counter(bytes(r[i:i + 3]) for r in rows for i in range(0, w * bpp, bpp))
+    assert (w, h) == (1600, 1080) and pixels[bytes((245, 124, 0))] > 10000  # the page, not a blank one
+    assert pixels[bytes((255, 112, 67))] > 100  # the curves are drawn
