@@ -50,19 +50,17 @@ STATE = "trackers.json"
 def parse(text):
     """--report-to's value (none, all, or names joined by commas) as the names it means, joined by
     commas; ValueError in one line for an unknown name or a package that is not installed."""
-    names = [n.strip() for n in text.lower().split(",") if n.strip()] or ["none"]
+    names = [n.strip() for n in text.lower().split(",") if n.strip() not in ("", "none")]
     if names == ["all"]:  # TRL's meaning: every tracker whose package is installed
         return ",".join(n for n in TRACKERS if importlib.util.find_spec(n)) or "none"
-    if names == ["none"]:
-        return "none"
     for name in names:
         if name not in TRACKERS:
-            raise ValueError(f"--report-to {text}: {name!r} is not one of none, all, {', '.join(TRACKERS)} "
-                             "(a list: tensorboard,wandb)")
+            raise ValueError(f"--report-to {text}: {name!r} is not a tracker; give none, all (alone), or one "
+                             f"or more of {', '.join(TRACKERS)} (tensorboard,wandb)")
         if importlib.util.find_spec(name) is None:
             raise ValueError(f"--report-to {name}: the {name} package is not installed; install the trackers "
                              f"with: .venv/bin/{INSTALL}")
-    return ",".join(dict.fromkeys(names))
+    return ",".join(dict.fromkeys(names)) or "none"
 
 
 def tag(key):
