@@ -16,8 +16,10 @@ Trackio's run name) and the last step each tracker took. --resume opens the same
 one: first the log's lines it has not had (a tracker added at --resume, or one switched off by an
 error, catches up), then the new steps. So no step is written twice: the steps a crash makes
 --resume repeat keep the values the tracker had first (on a CPU, --resume repeats them exactly).
-A SIGKILL between a tracker's write and trackers.json's update is the exception: TensorBoard's
-resumed writer drops what lies past the last step recorded (purge_step); W&B and Trackio cannot.
+A SIGKILL is the exception: W&B and Trackio write in the background, and what they had not
+written is lost though trackers.json counts it as sent (docs/training.md has a measurement).
+TensorBoard flushes at every step, and its resumed writer drops what lies past the last step
+recorded (purge_step).
 
 A tracker that raises (no key, full disk, its own bug) costs one warning line and is switched
 off; training and the log go on. A tracker package that is not installed is refused before

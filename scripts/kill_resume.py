@@ -9,9 +9,15 @@ time, while a checkpoint is being written (checkpoint.tmp exists), early (start-
 loading, log truncation), while checkpoints rotate (checkpoint.old exists), and while the log is
 rewritten on resume (log.jsonl.tmp exists); the last two windows are short, and the script says
 when it did not see them.
+
+    .venv/bin/python scripts/kill_resume.py --kills 10 --report-to all
+
+also feeds the trackers (train.py --report-to; W&B offline, Trackio in the temporary folder) and
+counts, for each, the steps its own reader finds twice and the steps it lacks after the kills.
 """
 import argparse
 import json
+from collections import Counter
 import os
 import random
 import signal
@@ -72,8 +78,8 @@ def tiny_model(folder):
     teach_to_answer(folder)
 
 
-def flags(model, steps):
-    return ["--model", model, "--steps", str(steps), "--batch-size", "1", "--num-generations", "4", "--beta", "0.04",
+def flags(model, steps, report_to="none"):
+    return ["--report-to", report_to, "--model", model, "--steps", str(steps), "--batch-size", "1", "--num-generations", "4", "--beta", "0.04",
             "--max-completion-length", "8", "--eval-n", "2", "--eval-every", "3", "--save-every", "1",
             "--micro-batch-size", "2", "--learning-rate", "1e-3", "--warmup-steps", "1", "--bf16", "false"]
 
@@ -121,17 +127,19 @@ def main():
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--report-to", default="none", help="trackers to feed too (train.py's flag); their steps are counted")
     args = p.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         model, full, killed = (os.path.join(tmp, n) for n in ("model", "full", "killed"))
+        os.environ.update(TRACKIO_DIR=os.path.join(tmp, "trackio"), WANDB_MODE="offline")  # for the runs and the reading
         tiny_model(model)
         t0 = time.time()
         err = open(os.path.join(tmp, "stderr.txt"), "w+")
-        assert start(flags(model, args.steps) + ["--out", full], err).wait() == 0, "the uninterrupted run failed"
+        assert start(flags(model, args.steps, args.report_to) + ["--out", full], err).wait() == 0, "the uninterrupted run failed"
         print(f"uninterrupted run: {time.time() - t0:.0f} s", flush=True)
         kills, resumes, seen = 0, 0, []
-        argv = flags(model, args.steps) + ["--out", killed]
+        argv = flags(model, args.steps, args.report_to) + ["--out", killed]
         while True:
             err.seek(0)
             err.truncate()
@@ -149,7 +157,7 @@ def main():
             print(f"kill {kills}: {what}; left: " + ", ".join(n for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old")
                                                             if os.path.exists(os.path.join(killed, n))), flush=True)
             has_ckpt = any(os.path.exists(os.path.join(killed, c, "trainer_state.pt")) for c in ("checkpoint", "checkpoint.old"))
-            argv = ["--resume", killed] if has_ckpt else flags(model, args.steps) + ["--out", killed, "--overwrite"]
+            argv = ["--resume", killed] if has_ckpt else flags(model, args.steps, args.report_to) + ["--out", killed, "--overwrite"]
             resumes += has_ckpt
         same_log = log_lines(killed) == log_lines(full)
         a, b = weights(full), weights(killed)
@@ -157,9 +165,23 @@ def main():
         counts = {w: seen.count(w) for w in dict.fromkeys(seen)}
         print(f"{kills} kills {counts}, {resumes} resumes: identical log {same_log}, "
               f"bit-identical weights {same_weights}")
+        reported = json.load(open(os.path.join(killed, "args.json")))["report_to"]  # "all" as train.py read it
+        for name in [] if reported == "none" else reported.split(","):
+            print(tracker_steps(name, killed, args.steps))
         if not (same_log and same_weights):
             raise SystemExit(1)
         check_it_trained(log_lines(full), a, AutoModelForCausalLM.from_pretrained(model).state_dict())
+
+
+def tracker_steps(name, run, steps):
+    """One line: the steps 0..steps a tracker holds twice and those it lacks, by its own reader
+    (scripts/tracker_readers.py), counting the key each line has once: t_eval at step 0 (an
+    evaluation alone), t_update at every training step."""
+    from scripts.tracker_readers import READ
+    counts = Counter(step for step, tag, _ in READ[name](run) if tag == ("time/t_eval" if step == 0 else "time/t_update"))
+    twice = sorted(s for s, n in counts.items() if n > 1)
+    missing = sorted(set(range(steps + 1)) - set(counts))
+    return f"{name}: steps twice {twice or 'none'}, missing {missing or 'none'}"
 
 
 def check_it_trained(lines, final, initial):
