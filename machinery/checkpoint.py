@@ -92,12 +92,18 @@ def still_ours(out):
 
 
 def save_args(args, out):
-    """Write OUT/args.json (a dict of the run's flags) to a new file that then replaces it, so a
-    kill mid-write never leaves a half-written one for --resume to read."""
+    """Write OUT/args.json (a dict of the run's flags) for --resume to read."""
+    save_json(args, out, "args.json", indent=1)
+
+
+def save_json(record, out, name, indent=None):
+    """Write OUT/name (args.json, trackers.json) to a new file that then replaces it, so a kill
+    mid-write never leaves a half-written one for --resume to read."""
     still_ours(out)
-    with open(os.path.join(out, "args.json.tmp"), "w") as f:
-        json.dump(args, f, indent=1)
-    os.replace(os.path.join(out, "args.json.tmp"), os.path.join(out, "args.json"))
+    path = os.path.join(out, name)
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f, indent=indent)
+    os.replace(path + ".tmp", path)
 
 
 def start_over(out):

@@ -40,7 +40,7 @@ import sys
 
 from tqdm import tqdm
 
-from machinery import rollouts
+from machinery import checkpoint, rollouts
 from machinery.records import read_json
 
 INSTALL = "pip install -r requirements-trackers.txt -c requirements.txt"
@@ -97,12 +97,6 @@ def read_state(out):
     return state
 
 
-def save_state(out, state):
-    with open(os.path.join(out, STATE + ".tmp"), "w") as f:
-        json.dump(state, f)
-    os.replace(os.path.join(out, STATE + ".tmp"), os.path.join(out, STATE))
-
-
 # ---------------------------------------------------------------- following the log
 class Follow:
     """The trackers of --report-to, fed the log's lines (send) after the log has them."""
@@ -135,11 +129,11 @@ class Follow:
         todo = [n for n in self.live if step > sent.get(n, -1)]
         if not todo:
             return
-        table = self.episodes(step) if "t_eval" in line else None
+        tagged, table = values(line), self.episodes(step) if "t_eval" in line else None
         for name in todo:
-            if self.attempt(name, f"log step {step}", lambda: self.live[name].log(step, values(line), table)):
+            if self.attempt(name, f"log step {step}", lambda: self.live[name].log(step, tagged, table)):
                 sent[name] = step
-        save_state(self.out, self.state)
+        checkpoint.save_json(self.state, self.out, STATE)
 
     def episodes(self, step):
         """(columns, data) of the group tools/show.py shows for this step, or None (step 0: no
