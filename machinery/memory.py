@@ -4,13 +4,15 @@ memory free when the run starts.
 A larger micro-batch does the same arithmetic in fewer, larger calls: on a CPU at 8 rows instead of
 2 the bench's single-turn update ran 1.29x faster in bf16 and 1.31x in fp32 on the AVX2 kind (the
 two-turn update 1.10x and 1.26x), for 3.2 GB more at peak with the bundled model
-(docs/benchmarks.md); on a GPU a 2-row micro-batch is launch-bound. The rows' activations are held
-until the backward pass, so the rule is: the most rows of 8, 4, 2 and 1 whose activations take at
-most half of the memory free, at about ROW_TOKENS tokens a row and BYTES_PER_TOKEN a token.
+(docs/benchmarks.md); on a GPU a small micro-batch is launch-bound (speedlab/gpu_check.py measures
+8, 16 and 32 rows). The rows' activations are held until the backward pass, so the rule is: the most
+rows, up to MOST_ROWS of the device, whose activations take at most half of the memory free, at
+about ROW_TOKENS tokens a row and bytes_per_token a token.
 """
 import torch
 
 ROW_TOKENS = 4  # x max_completion_length: a search row's two turns and the tool result between them
+MOST_ROWS = {"cpu": 8, "cuda": 32}  # beyond these a larger micro-batch measured no faster (docs/benchmarks.md)
 
 
 def bytes_per_token(config):
@@ -39,7 +41,8 @@ def auto_micro_batch(model, device, max_completion_length):
     """The micro-batch chosen for this model and machine; prints one line that says why."""
     row = ROW_TOKENS * max_completion_length * bytes_per_token(model.config)
     free = free_bytes(device)
-    rows = 2 if free is None else next((n for n in (8, 4, 2) if n * row <= free / 2), 1)
+    sizes = [n for n in (64, 32, 16, 8, 4, 2) if n <= MOST_ROWS["cuda" if str(device).startswith("cuda") else "cpu"]]
+    rows = 2 if free is None else next((n for n in sizes if n * row <= free / 2), 1)
     why = "the free memory could not be read" if free is None else \
         f"{free / 2 ** 30:.1f} GiB free, about {row / 2 ** 30:.2f} GiB a row"
     print(f"micro-batch {rows} rows (auto: {why}; --micro-batch-size N to choose)")

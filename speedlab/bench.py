@@ -807,6 +807,10 @@ def main(argv=None):
         p.error("--decode-steps must be at least 1")
     if args.json and not args.trl or args.fp32 and not (args.trl or args.profile):
         p.error("--json goes with --trl; --fp32 with --trl or --profile")
+    rows = args.batch_size * args.num_generations
+    if args.trl and (args.micro_batch_size < 1 or rows % args.micro_batch_size):
+        p.error(f"--micro-batch-size {args.micro_batch_size} must divide the step's {rows} rows "
+                "(--batch-size x --num-generations): TRL accumulates whole micro-batches")
     kept = keep_freed_memory(args.device)  # as train.py does; both sides of --trl run in this process
     print("heap: freed memory kept for reuse (machinery/heap.py), for all measured here" if kept else
           "heap: as the C library sets it (machinery/heap.py changes nothing here)")

@@ -298,6 +298,22 @@ def vary_rewards():
     bench.format_reward = lambda text: len(text) / 1000
 
 
+def run_section(name, run, out, device):
+    """run(), timed into out["seconds"]; a failure is noted as out[name + "_error"] and leaves the
+    other sections to run (returns None then). Memory is freed after."""
+    start, result = time.perf_counter(), None
+    try:
+        result = run()
+    except (Exception, SystemExit) as e:
+        out[f"{name}_error"] = f"{type(e).__name__}: {str(e)[-800:]}"
+        print(f"{name} failed: {out[f'{name}_error']}", flush=True)
+    out["seconds"][name] = time.perf_counter() - start
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return result
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--tiny", action="store_true", help="a CPU rehearsal: tiny model, 2 x 4 rows, 16 tokens, 1 step")
@@ -334,18 +350,9 @@ def main(argv=None):
         for name, run in sections:
             if name in args.skip or name in ("graphed", "compiled") and prompts is None:
                 continue
-            start = time.perf_counter()
-            try:
-                result = run()
-                if name == "decode":
-                    prompts = result
-            except (Exception, SystemExit) as e:  # one section's failure leaves the others to run
-                out[f"{name}_error"] = f"{type(e).__name__}: {str(e)[-800:]}"
-                print(f"{name} failed: {out[f'{name}_error']}", flush=True)
-            out["seconds"][name] = time.perf_counter() - start
-            gc.collect()
-            if device.startswith("cuda"):
-                torch.cuda.empty_cache()
+            result = run_section(name, run, out, device)
+            if name == "decode" and result is not None:
+                prompts = result
             with open(os.path.join(args.out, "card.json"), "w") as f:
                 json.dump(out, f, indent=1)
     print(json.dumps(out, indent=1))

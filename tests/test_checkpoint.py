@@ -404,3 +404,28 @@ def test_a_resume_notes_the_steps_whose_log_lines_a_power_cut_lost(tmp_path, cap
     assert "has no line for step 3, 4 (lost in a crash" in capsys.readouterr().out
     checkpoint.truncate_log(str(path), 2)  # nothing lost up to step 2: nothing said
     assert capsys.readouterr().out == ""
+
+
+def test_a_gpus_random_state_is_saved_and_restored(tmp_path, tiny_model_dir, monkeypatch):
+    """On a GPU the decode loop draws its tokens from the GPU's own generator: a checkpoint keeps
+    its state beside the CPU's, and --resume sets it back (else the resumed run samples other
+    tokens than the uninterrupted one; tests/test_cuda.py checks it on a GPU). Staged here on a
+    CPU with torch.cuda's state functions faked."""
+    gpu = [torch.tensor([7, 8, 9], dtype=torch.uint8)]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: gpu)
+    model, tok = load_model(tiny_model_dir, "cpu")
+    opt = {"policy": torch.optim.AdamW(model.parameters())}
+    out = str(tmp_path / "run")
+    checkpoint.save_checkpoint({"policy": model}, tok, opt, 3, random.Random(3), out)
+    state = load(out)[3]
+    assert [t.tolist() for t in state["cuda_rng"]] == [[7, 8, 9]]
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: restored.extend(states))
+    assert checkpoint.restore(state, opt, random.Random()) == 3
+    assert [t.tolist() for t in restored] == [[7, 8, 9]]
+    restored.clear()
+    checkpoint.restore({**state, "cuda_rng": []}, opt, random.Random())  # saved on a CPU, or before the key
+    assert restored == []

@@ -7,7 +7,6 @@ A wrong answer is a correct answer below with one mistake a student could make (
 replacement), written to a temporary ex*.py file and loaded the way check.py loads a student's.
 """
 import importlib.util
-import os
 import signal
 import subprocess
 import sys

@@ -1,5 +1,6 @@
 """loss.py: the clipped loss, the k3 KL, log-probs and gradient accumulation, on small tensors
 and a tiny random model."""
+import contextlib
 import math
 from types import SimpleNamespace
 
@@ -8,8 +9,8 @@ import torch
 
 import loss
 from sample import Sample
-from loss import (SharedPrompt, clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update, policy_update_fast,
-                  prompt_sets, token_logprobs)
+from loss import (SharedPrompt, clipped_surrogate, grpo_loss, k3_kl, logprobs_from, pad_batch, policy_update,
+                  policy_update_fast, prompt_sets, token_logprobs)
 
 
 def load_model(path, device):
@@ -75,9 +76,13 @@ def test_rows_continued_from_a_shared_prompt_have_the_full_forward_logprobs(tiny
     ids[1, :6] = ids[0, :6]  # both rows begin with the same 6 tokens
     attn = torch.ones_like(ids)
     full = token_logprobs(model, ids, attn, 1.0)
-    part = token_logprobs(model, ids, attn, 1.0, SharedPrompt(model, ids[0, :6].tolist(), "cpu"))
+    part = logprobs_from(model, ids, attn, 1.0, prompt=SharedPrompt(model, ids[0, :6].tolist(), "cpu"))
     assert part.shape == full.shape and (part[:, :5] == 0).all()  # the LM head skips the prompt
     assert torch.allclose(part[:, 5:], full[:, 5:], atol=1e-5)
+    later = logprobs_from(model, ids, attn, 1.0, start=7)  # trained_only: the LM head from position 7 on
+    assert later.shape == full.shape and (later[:, :7] == 0).all()
+    assert torch.allclose(later[:, 7:], full[:, 7:], atol=1e-5)
+    assert torch.allclose(logprobs_from(model, ids, attn, 1.0), full, atol=1e-6)
 
 
 def test_untrained_positions_carry_ratio_one(tiny_model_dir):
@@ -208,10 +213,10 @@ def test_trajectories_at_the_same_state_share_one_prompt_run(tiny_model_dir, mon
 
 
 def count_rows(monkeypatch):
-    """The number of rows each forward of the update runs."""
+    """The number of rows each forward of the fast update runs."""
     rows = []
-    forward = loss.token_logprobs
-    monkeypatch.setattr(loss, "token_logprobs", lambda model, ids, *a: rows.append(len(ids)) or forward(model, ids, *a))
+    forward = loss.logprobs_from
+    monkeypatch.setattr(loss, "logprobs_from", lambda model, ids, *a: rows.append(len(ids)) or forward(model, ids, *a))
     return rows
 
 
@@ -295,3 +300,64 @@ def test_rows_with_nothing_to_train_are_left_out():
             Sample(ids=[1, 3, 5, 6], mask=[0, 0, 0, 1])]
     assert [(start, [r.ids for r in group]) for start, group in prompt_sets(rows)] == [
         (2, [[1, 2, 4], [1, 2, 5]]), (2, [[1, 3, 5]]), (3, [[1, 3, 5, 6]])]
+
+
+LEVERS = [dict(shared_prompt=p, trained_only=t, cudnn=True) for p in (True, False) for t in (False, True)]
+
+
+@pytest.mark.parametrize("use", LEVERS, ids=lambda u: f"shared_prompt={u['shared_prompt']},trained_only={u['trained_only']}")
+def test_every_lever_setting_steps_with_the_full_forward_gradient(tiny_model_dir, monkeypatch, use):
+    """The fast update's levers (loss.FAST_UPDATE: the shared prompt run once, the LM head only from
+    the first trained position) each change how the rows run, never the gradient: two questions'
+    groups of two-turn rows with a tool result between the turns, a silent row (A = 0) and a row
+    with nothing to train, at micro-batches of 1 to 8 rows, and the stored log-probs too."""
+    monkeypatch.setitem(loss.FAST_UPDATE, "cpu", use)
+    model, _ = load_model(tiny_model_dir, "cpu")
+    g = torch.Generator().manual_seed(11)
+    rand = lambda n: torch.randint(0, 1000, (n,), generator=g).tolist()
+    samples = []
+    for prompt in (rand(7), rand(4)):
+        for t1, env, t2, a in ((3, 4, 2, 1.0), (2, 5, 3, -1.0), (4, 2, 1, 0.5)):
+            turns = [0] * len(prompt) + [1] * t1 + [0] * env + [2] * t2
+            samples.append(Sample(ids=prompt + rand(t1 + env + t2), mask=[int(k > 0) for k in turns],
+                                  adv=[a * (k > 0) for k in turns], turn=turns))
+    samples += [Sample(ids=rand(9), mask=[0] * 5 + [1] * 4, adv=[0.0] * 9),  # silent: skipped at beta 0
+                Sample(ids=rand(6), mask=[0] * 6, adv=[0.0] * 6)]  # nothing to train
+    want = full_forward_gradient(model, samples)
+    for mb in (1, 3, 8):
+        assert same_gradient(update_gradient(model, samples, micro_batch_size=mb), want), mb
+    plain, fast = ([Sample(ids=s.ids, mask=s.mask, adv=s.adv) for s in samples] for _ in range(2))
+    loss.fill_logprobs(model, plain, "ref_logp", 1.0, 3, bf16=False)
+    loss.fill_logprobs_fast(model, fast, "ref_logp", 1.0, 3, bf16=False)
+    for p, f in zip(plain, fast):  # equal wherever a token is trained; a row with none is left out
+        assert (f.ref_logp is None) == (1 not in p.mask)
+        if f.ref_logp is not None:
+            trained = torch.tensor(p.mask[1:]) > 0
+            assert torch.allclose(torch.tensor(f.ref_logp)[trained], torch.tensor(p.ref_logp)[trained], atol=1e-5)
+
+
+def test_without_a_shared_prompt_a_micro_batch_holds_rows_of_several_groups(tiny_model_dir, monkeypatch):
+    """shared_prompt off: the rows are not gathered by prompt, so a micro-batch of 4 takes 4 rows of
+    two groups; trained_only: the LM head runs from the micro-batch's first trained position."""
+    monkeypatch.setitem(loss.FAST_UPDATE, "cpu", dict(shared_prompt=False, trained_only=True, cudnn=True))
+    model, _ = load_model(tiny_model_dir, "cpu")
+    samples = [Sample(ids=list(range(10 + 9 * k, 19 + 9 * k)), mask=[0] * (3 + k) + [1] * (6 - k),
+                      adv=[0.0] * (3 + k) + [1.0 - k % 2 * 2] * (6 - k)) for k in range(4)]
+    rows, starts = [], []
+    forward = loss.logprobs_from
+    monkeypatch.setattr(loss, "logprobs_from", lambda model, ids, attn, t, start, prompt: (
+        rows.append(len(ids)) or starts.append(start) or forward(model, ids, attn, t, start, prompt)))
+    policy_update_fast(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, _args(micro_batch_size=4))
+    assert rows == [4] and starts == [2]  # one micro-batch; row 0's first trained token 3 is predicted at 2
+
+
+def test_the_cudnn_lever_chooses_the_attention(monkeypatch):
+    """cudnn false: the update enters gpu_step.sdpa_without_cudnn (which on a GPU leaves cuDNN's
+    attention out; tests/test_policy.py checks the flags); true: SDPA picks."""
+    entered = []
+    monkeypatch.setattr(loss, "sdpa_without_cudnn", lambda model: entered.append(model) or contextlib.nullcontext())
+    with loss.attention("m", dict(cudnn=True)):
+        pass
+    with loss.attention("m", dict(cudnn=False)):
+        pass
+    assert entered == ["m"]

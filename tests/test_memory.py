@@ -1,5 +1,6 @@
-"""--micro-batch-size auto (machinery/memory.py): the most rows of 8, 4, 2, 1 whose activations
-fit half the free memory; parsed from the command line and chosen once the models are loaded."""
+"""--micro-batch-size auto (machinery/memory.py): the most rows, up to 8 on a CPU and 32 on a GPU,
+whose activations fit half the free memory; parsed from the command line and chosen once the
+models are loaded."""
 import pytest
 from types import SimpleNamespace
 
@@ -26,6 +27,15 @@ def test_the_most_rows_whose_activations_fit_half_the_free_memory(monkeypatch, c
     monkeypatch.setattr(memory, "free_bytes", lambda device: free_gib * 2 ** 30)
     got, why = memory.auto_micro_batch(model(), "cpu", 64), capsys.readouterr().out
     assert got == rows and f"micro-batch {rows} rows (auto: {free_gib:.1f} GiB free" in why and "0.44 GiB a row" in why
+
+
+@pytest.mark.parametrize("free_gib, rows", [(137, 32), (28.0, 32), (27.9, 16), (20, 16), (14.0, 16), (13.9, 8)])
+def test_a_gpu_goes_up_to_32_rows(monkeypatch, capsys, free_gib, rows):
+    # the same 0.437 GiB a row: 32 rows need 27.98 GiB free, 16 rows 13.99 GiB; a CPU stops at 8
+    monkeypatch.setattr(memory, "free_bytes", lambda device: free_gib * 2 ** 30)
+    assert memory.auto_micro_batch(model(), "cuda", 64) == rows
+    assert memory.auto_micro_batch(model(), "cuda:1", 64) == rows
+    assert memory.auto_micro_batch(model(), "cpu", 64) == 8
 
 
 def test_unreadable_free_memory_falls_back_to_two_rows(monkeypatch):

