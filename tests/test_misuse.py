@@ -247,7 +247,9 @@ def test_a_missing_local_model_folder_is_no_such_folder(tmp_path):
 def test_a_full_disk_during_the_first_conversion_is_one_line(tmp_path, monkeypatch):
     """safetensors raises its own SafetensorError (not an OSError) when the disk is full."""
     import policy
+    from conftest import fake_bundled_package
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    fake_bundled_package(monkeypatch, tmp_path)
 
     class SafetensorError(Exception):
         pass

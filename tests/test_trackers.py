@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -267,7 +268,8 @@ def test_the_tensorboard_page_screenshot_shows_the_curves(tmp_path, tiny_model_d
     train.main(flags)
     png = str(tmp_path / "curves.png")
     run = subprocess.run(["bash", "scripts/screenshot_tensorboard.sh", out, png, "^(train/loss|eval/reward)$"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHON": sys.executable})  # this environment, .venv or not
     assert run.returncode == 0 and run.stdout.strip() == png, run.stderr[-2000:]
     w, h, bpp, rows = read_png(png)
     pixels = Counter(bytes(r[i:i + 3]) for r in rows for i in range(0, w * bpp, bpp))

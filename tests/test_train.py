@@ -527,3 +527,10 @@ def test_plain_runs_the_same_step_the_plain_way(tiny_model_dir, monkeypatch, gen
         for field in ("ref_logp", "old_logp"):
             trained = lambda s: [v for v, m in zip(getattr(s, field), s.mask[1:]) if m]  # noqa: E731
             assert trained(got) == pytest.approx(trained(want), abs=1e-5) and len(trained(got)) == sum(got.mask)
+
+
+def test_an_unmarked_test_runs_on_the_cpu():
+    """tests/conftest.py: a test not marked cuda sees no GPU, also on a machine that has one, and
+    the programs it starts see none either; so --device auto picks the CPU."""
+    assert not torch.cuda.is_available() and os.environ["CUDA_VISIBLE_DEVICES"] == ""
+    assert train.pick_device("auto") == "cpu"

@@ -189,6 +189,7 @@ def test_gpu_work_is_waited_for_before_each_clock_read(monkeypatch):
     before reading the clock, or it measures the launch, not the work."""
     events, now = [], iter(range(100))
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: events.append("sync"))
     monkeypatch.setattr(bench.time, "perf_counter", lambda: events.append("clock") or next(now))
     bench.timed(lambda: events.append("work"), repeat=2)
@@ -317,3 +318,12 @@ def test_trl_s_micro_batch_must_divide_the_step(rows, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--trl", "--batch-size", "2", "--num-generations", "2", "--micro-batch-size", rows])
     assert "must divide the step's 4 rows" in capsys.readouterr().err
+
+
+def test_no_wait_where_no_gpu_is_visible(monkeypatch):
+    """A CPU timing in a process whose GPU was used before and is hidden now (a CPU test after a CUDA
+    test, under CUDA_VISIBLE_DEVICES=""): torch.cuda.synchronize would fail there
+    ("invalid argument to exchangeDevice", seen on an H200), and there is nothing to wait for."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: (_ for _ in ()).throw(RuntimeError("exchangeDevice")))
+    bench.synced()
