@@ -44,10 +44,9 @@ class Args:
     alpha: float = flag(1.0, "MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...")
     max_grad_norm: float = flag(1.0, "gradient-norm clip")
     micro_batch_size: int = flag(0, "sequences per forward/backward; auto (0): 8, 4, 2 or 1 from the memory free "
-                                    "at the start (machinery/memory.py)")
+                                    "at the start (machinery/micro_batch.py)")
     temperature: float = flag(1.0, "sampling temperature (log-probs use the same)")
     top_p: float = flag(1.0, "nucleus sampling")
-    hf_generate: bool = flag(False, "sample with transformers' generate (the slower reference path; part of --plain)")
     plain: bool = flag(False, "the whole step as first read: transformers' generate, and every row through the "
                               "model from its first token for the update and log-probs (slower, same gradient)")
     prefill: str = flag("auto", "text that starts every model turn; auto: <reasoning> or <answer>")
@@ -122,8 +121,10 @@ CHECKS = [
 
 
 # what --resume may change; every other flag defines the run, and a different value is refused
-MAY_CHANGE = ("steps", "save_every", "eval_every", "eval_n", "device", "micro_batch_size", "plain", "hf_generate",
+MAY_CHANGE = ("steps", "save_every", "eval_every", "eval_n", "device", "micro_batch_size", "plain",
               "resume", "out", "overwrite", "report_to")
+# flags of earlier versions that only chose how a step is computed: dropped from an older run's args.json
+REMOVED = ("hf_generate",)  # transformers' generate without the plain update; --plain now says it all
 
 ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo", "gigpo"), "planpath": ("at", "grpo", "gigpo")}
 # --env sokoban and --env planpath change these defaults: the setups of docs/results-sokoban.md
@@ -161,6 +162,7 @@ def saved_args(path):
     except (OSError, ValueError) as e:
         raise SystemExit(f"{e}; restore it or start a new run") from None
     kinds = {f.name: f.type for f in dataclasses.fields(Args)}
+    saved = {k: v for k, v in saved.items() if k not in REMOVED}
     for key, value in saved.items():
         kind = kinds.get(key)
         if kind is None:
@@ -218,8 +220,6 @@ def parse_args(argv=None):
         p.error(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
     if args.prefill == "auto":
         args.prefill = "<reasoning>" if args.env == "search" else "<answer>"
-    if given.get("plain") and given.get("hf_generate") is False:
-        p.error("--plain true samples with transformers' generate, and --hf-generate false asks not to: drop one")
     if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
             args.env == "search" or args.single_agent)):
         p.error("--policy is shared, or per-role with --env sokoban or planpath and two roles (no --single-agent)")

@@ -1,5 +1,5 @@
 """The LLM policy: play multi-turn episodes with a model, every active episode of a turn decoded
-together in one batch (machinery/decode.py), and load the model (a hub id, a local folder or the bundled
+together in one batch (generation.py), and load the model (a hub id, a local folder or the bundled
 offline model).
 
 An episode becomes a `sample.Sample`: the token ids exactly as the model generated them (never
@@ -16,7 +16,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from config import BUNDLED
-from machinery.decode import generate_turn, hf_generate_turn, kept_turn, template_end_of_turn
+from generation import hf_generate_turn, kept_turn, template_end_of_turn
 from sample import Sample
 
 
@@ -115,10 +115,26 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=N
 
 
 def turn_generator(model, tok, args, stop_strings, greedy=False):
-    """generate(prompt id lists) -> new id lists: one turn for every prompt, decoded together."""
-    turn = hf_generate_turn if args.hf_generate or args.plain else generate_turn  # the one seam: plain or fast
+    """generate(prompt id lists) -> new id lists: one turn for every prompt, decoded together
+    (generation.hf_generate_turn; without --plain, the same turn computed faster)."""
+    fast = fast_path(args)
+    turn = fast.decode.generate_turn if fast else hf_generate_turn
     return lambda prompts: turn(model, tok, prompts, args.max_completion_length, args.temperature,
                                 args.top_p, stop_strings, greedy, args.bf16)
+
+
+def fast_path(args):
+    """The one seam between the step as this code reads and the same step computed faster: None
+    with --plain, else the package `fast` (its decode.generate_turn, update.policy_update,
+    update.fill_logprobs stand in for generation.py's and loss.py's, and heap.keep_freed_memory
+    tunes the C library). train.py and turn_generator ask here; nothing else of the lesson imports
+    `fast`."""
+    if args.plain:
+        return None
+    import fast.decode
+    import fast.heap
+    import fast.update
+    return fast
 
 
 def chat_sampler(models, tok, args, stop_strings, greedy=False):

@@ -13,10 +13,10 @@ One training step, in order:
                  sokoban, planpath: each candidate scored on its own copy of the level (atgrpo.tree_step)
   3. advantages  mtgrpo.turn_advantages (OR / MR / MT) or atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
-  5. update      --num-iterations clipped policy-gradient steps (loss.policy_update, or by default
-                 loss.policy_update_fast: the same gradient with less work, by device)
+  5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; by default
+                 fast/update.py: the same gradient with less work)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint.
-machinery/ holds the decode loop, the precision, the run folder; skip it on first reading.
+Skip machinery/ (the run folder, precision) and fast/ (the same step, faster) on first reading.
 """
 import dataclasses
 import json
@@ -39,11 +39,11 @@ import mtgrpo
 import questions as qa
 import rewards
 import retrieval
-from config import Args, check_out, parse_args  # noqa: F401 (train.Args for the tools)
-from loss import fill_logprobs, fill_logprobs_fast, policy_update, policy_update_fast
-from policy import chat_sampler, check_context, load_model, load_models, pick_device, play_episodes
+from config import check_out, parse_args
+from loss import fill_logprobs, policy_update
+from policy import chat_sampler, check_context, fast_path, load_model, load_models, pick_device, play_episodes
 
-from machinery import checkpoint, heap, memory, trackers  # skip on first reading: the run folder, --resume, the heap, trackers
+from machinery import checkpoint, micro_batch, trackers  # the run folder, --resume, trackers
 from machinery.cli import in_chunks
 from machinery.precision import precision_line
 
@@ -113,9 +113,10 @@ def game_step(models, tok, seeds, args):
 # ---------------------------------------------------------------- reference and update
 def update(models, ref, optimizers, samples, args):
     """Steps 4 and 5: reference / old log-probs, then each policy on its own samples (a shared
-    policy on all of them). --plain runs every row from its first token (loss.policy_update);
-    the default steps with the same gradient with less work (loss.policy_update_fast)."""
-    fill, step = (fill_logprobs, policy_update) if args.plain else (fill_logprobs_fast, policy_update_fast)
+    policy on all of them). loss.py runs every row from its first token; without --plain the
+    package `fast` steps with the same gradient with less work."""
+    fast = fast_path(args)
+    fill, step = (fast.update.fill_logprobs, fast.update.policy_update) if fast else (fill_logprobs, policy_update)
     t0 = time.time()
     if ref is not None:
         fill(ref, samples, "ref_logp", args.temperature, args.micro_batch_size, args.bf16)
@@ -166,8 +167,8 @@ def main(argv=None):
 
 def train(args):
     device = pick_device(args.device)
-    if not args.plain:  # on a CPU, the update's big blocks reused, not faulted in anew (fast path)
-        heap.keep_freed_memory(device)
+    if fast := fast_path(args):  # on a CPU, the update's big blocks reused, not faulted in anew
+        fast.heap.keep_freed_memory(device)
     print(precision_line(device, args.bf16) + "\n" + json.dumps(dataclasses.asdict(args), indent=1))
     data, pool, test = load_task(args)
     if args.eval_every and len(test) < args.eval_n:
@@ -184,7 +185,7 @@ def train(args):
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
-    args.micro_batch_size = args.micro_batch_size or memory.auto_micro_batch(models[roles[0]], device, args.max_completion_length)
+    args.micro_batch_size = args.micro_batch_size or micro_batch.auto_micro_batch(models[roles[0]], device, args.max_completion_length)
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers
     log_path = os.path.join(args.out, "log.jsonl")
     checkpoint.claim(args.out)  # the first write: this process is the run's only writer from here on

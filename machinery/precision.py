@@ -1,11 +1,11 @@
 """What a run computes in: bf16 autocast over fp32 weights where the hardware has native bf16, fp32
-elsewhere. Used by the sampler (machinery/decode.py) and the update (loss.py) alike.
+elsewhere. Used by the sampler (generation.py, fast/decode.py) and the update (loss.py, fast/update.py)
+alike.
 """
 import contextlib
+import functools
 
 import torch
-
-from machinery import onednn
 
 
 def bf16_ok(device):
@@ -14,7 +14,23 @@ def bf16_ok(device):
     than fp32 (a T4, a V100, most laptop CPUs), so those compute in fp32."""
     if device.startswith("cuda"):
         return torch.cuda.is_bf16_supported(including_emulation=False)
-    return device == "cpu" and onednn.native_bf16()
+    return device == "cpu" and native_bf16_cpu()
+
+
+@functools.lru_cache(maxsize=4)
+def native_bf16_cpu(cpuinfo="/proc/cpuinfo"):
+    """Whether this CPU computes bf16 natively, from public facts: the flags Linux lists for it
+    (x86: avx512_bf16 or amx_bf16; Arm: bf16), and on x86 torch's kernels built for AVX512, which
+    ATEN_CPU_CAPABILITY=avx2 turns off (such a CPU then runs as the AVX2 kind, docs/benchmarks.md).
+    False where /proc/cpuinfo cannot be read (macOS, Windows): those compute in fp32."""
+    try:
+        with open(cpuinfo) as f:
+            words = {w for line in f if line.startswith(("flags", "Features")) for w in line.split(":", 1)[1].split()}
+    except (OSError, IndexError):
+        return False
+    if words & {"avx512_bf16", "amx_bf16"}:
+        return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    return "bf16" in words  # an Arm core's bf16 instructions
 
 
 def precision_line(device, bf16=True):

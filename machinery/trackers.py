@@ -40,7 +40,7 @@ import sys
 
 from tqdm import tqdm
 
-from machinery import checkpoint, rollouts
+from machinery import checkpoint, rollout_files
 from machinery.records import read_json
 
 INSTALL = "pip install -r requirements-trackers.txt -c requirements.txt"
@@ -142,11 +142,11 @@ class Follow:
         if not os.path.exists(path):
             return None
         try:
-            groups = rollouts.groups_of(rollouts.read_rollouts(path))
+            groups = rollout_files.groups_of(rollout_files.read_rollouts(path))
         except SystemExit as e:
             tqdm.write(f"note: no episode table at step {step}: {e}", file=sys.stderr)
             return None
-        return rollouts.group_table(groups[rollouts.pick_group(groups)][1], self.env, self.algo)
+        return rollout_files.group_table(groups[rollout_files.pick_group(groups)][1], self.env, self.algo)
 
     def close(self):
         for name in list(self.live):

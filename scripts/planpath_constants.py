@@ -15,6 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import env_planpath as pp  # noqa: E402
+import planpath  # noqa: E402
 from evaluate_games import constant_successes  # noqa: E402
 
 
@@ -24,12 +25,12 @@ def follow_words(levels, turns, around_walls=False):
     words go without the grid (docs/planpath.md)."""
     def pick(grid):
         named = pp.named_moves(grid)
-        free = [m for m in named if not pp.move(grid, m)[1]]
+        free = [m for m in named if not planpath.move(grid, m)[1]]
         return (free if around_walls and free else named)[0]
     solved = 0
     for grid in levels:
         for _ in range(turns):
-            grid = pp.move(grid, pick(grid))[0]
+            grid = planpath.move(grid, pick(grid))[0]
             if grid.pos == grid.goal:
                 solved += 1
                 break
@@ -39,7 +40,7 @@ def follow_words(levels, turns, around_walls=False):
 def path_report(levels, moves):
     """One line: the mean shortest path, how many levels need a detour round walls (a shortest path
     longer than the Manhattan distance), and how many the solver reaches in `moves` moves."""
-    n, lengths = len(levels), [pp.distance(g) for g in levels]
+    n, lengths = len(levels), [planpath.distance(g) for g in levels]
     detours = sum(d > abs(g.pos[0] - g.goal[0]) + abs(g.pos[1] - g.goal[1]) for g, d in zip(levels, lengths))
     short = sum(d <= moves for d in lengths)
     return (f"{n} levels: mean shortest path {sum(lengths) / n:.2f} moves (from {min(lengths)} to {max(lengths)}); "
@@ -52,13 +53,13 @@ def constants_report(args):
     print(path_report(levels, args.max_turns))
     if args.paths_only:
         return
-    best = sorted(constant_successes(pp.solves, levels, args.max_turns).items(), key=lambda kv: -kv[1])[:5]
+    best = sorted(constant_successes(planpath.solves, levels, args.max_turns).items(), key=lambda kv: -kv[1])[:5]
     where = "the public levels" if args.levels == "public" else \
         f"size {args.size}, paths of {args.min_solution} to {args.max_solution} moves"
     print(f"{args.n} test levels, {where}, {args.max_turns} moves: best constant answers " +
           ", ".join(f"{a} {s:.3f}" for a, s in best))
     print("first move optimal: " + ", ".join(
-        f"{m} {sum(m in pp.optimal_moves(g) for g in levels) / len(levels):.2f}" for m in pp.MOVES))
+        f"{m} {sum(m in planpath.optimal_moves(g) for g in levels) / len(levels):.2f}" for m in planpath.MOVES))
     print(f"following the words line alone: {follow_words(levels, args.max_turns):.3f}; the words and a step "
           f"around a blocked cell: {follow_words(levels, args.max_turns, around_walls=True):.3f}")
 

@@ -19,6 +19,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import config  # noqa: E402
 import env_planpath as pp  # noqa: E402
+import planpath  # noqa: E402
 import env_two_roles  # noqa: E402
 from policy import chat_sampler, load_model, pick_device  # noqa: E402
 
@@ -45,7 +46,7 @@ def main():
     args = config.parse_args(["--env", "planpath"])
     torch.manual_seed(0)
     model, tok = load_model(args.model, pick_device("auto"))
-    levels = [pp.level_for(seed, args.size, solution=(args.min_solution, args.max_solution)) for seed in range(24)]
+    levels = [planpath.level_for(seed, args.size, solution=(args.min_solution, args.max_solution)) for seed in range(24)]
     print("| prompt | unreadable | L | U | D | R | first move optimal |\n|---|---|---|---|---|---|---|")
     for name, answer_format, where, temperature in VARIANTS:
         env_two_roles.ANSWER_FORMAT[1], pp.where, args.temperature = answer_format, where, temperature
@@ -56,7 +57,7 @@ def main():
             env_two_roles.ANSWER_FORMAT[1], pp.where = DEFAULT_FORMAT, WHERE
         firsts = [(moves or "-")[0] for moves in (env_two_roles.parse_moves(text) for _, _, text in outs)]
         count = collections.Counter(firsts)
-        optimal = sum(m in pp.optimal_moves(levels[i // 8]) for i, m in enumerate(firsts)) / len(firsts)
+        optimal = sum(m in planpath.optimal_moves(levels[i // 8]) for i, m in enumerate(firsts)) / len(firsts)
         print(f"| {name} | {count['-']} | " + " | ".join(str(count[m]) for m in "LUDR") + f" | {optimal:.2f} |",
               flush=True)
 

@@ -16,6 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import config  # noqa: E402
 import env_planpath as pp  # noqa: E402
+import planpath  # noqa: E402
 from planpath_constants import follow_words  # noqa: E402
 from machinery import records  # noqa: E402
 
@@ -23,8 +24,8 @@ from machinery import records  # noqa: E402
 def no_r_solves(grid, turns):
     """The "words, no R" rule: the first named move other than R that is not blocked, else U."""
     for _ in range(turns):
-        free = [m for m in pp.named_moves(grid) if m != "R" and not pp.move(grid, m)[1]]
-        grid = pp.move(grid, (free or ["U"])[0])[0]
+        free = [m for m in pp.named_moves(grid) if m != "R" and not planpath.move(grid, m)[1]]
+        grid = planpath.move(grid, (free or ["U"])[0])[0]
         if grid.pos == grid.goal:
             return True
     return False
@@ -46,13 +47,13 @@ def main(argv=None):
             p.exit(1, f"{run}: no evaluation with success_each in its log\n")
         size, low, high, turns = (saved.get(k, getattr(args, k)) for k in ("size", "min_solution", "max_solution", "max_turns"))
         each = evals[-1]["eval_success_each"]
-        levels = [pp.level_for(10 ** 9 + i, size, solution=(low, high or None)) for i in range(len(each))]
+        levels = [planpath.level_for(10 ** 9 + i, size, solution=(low, high or None)) for i in range(len(each))]
         solved = [g for g, c in zip(levels, each) if c == "1"]
         words = sum(follow_words([g], turns) == 1 for g in solved)
         no_r = sum(no_r_solves(g, turns) for g in solved)
         right = sum("R" in pp.named_moves(g) for g in solved)
         print(f"| {run} | {evals[-1]['step']} | {len(solved)} | {right} | {words} | {no_r} |")
-    levels_all = [pp.level_for(10 ** 9 + i, args.size, solution=(args.min_solution, args.max_solution or None))
+    levels_all = [planpath.level_for(10 ** 9 + i, args.size, solution=(args.min_solution, args.max_solution or None))
                   for i in range(args.eval_n)]
     print(f"\nOn the {args.eval_n} default test levels: goal to the right {sum('R' in pp.named_moves(g) for g in levels_all)}, "
           f"'words' solves {sum(follow_words([g], args.max_turns) == 1 for g in levels_all)}, "

@@ -20,7 +20,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import env_planpath  # noqa: E402
+import planpath  # noqa: E402
 import env_two_roles  # noqa: E402
 from machinery import records  # noqa: E402
 
@@ -28,7 +28,7 @@ from machinery import records  # noqa: E402
 def first_move(tokens):
     """The first move letter the model wrote after its last <answer> tag ("" if none)."""
     text = "".join(tokens).rsplit("<answer>", 1)[-1].split("</answer>")[0].strip()[:1].upper()
-    return text if text in env_planpath.MOVES else ""
+    return text if text in planpath.MOVES else ""
 
 
 def answer_text(row):

@@ -30,7 +30,7 @@ import env_sokoban  # noqa: E402
 import sokoban  # noqa: E402
 import train  # noqa: E402
 from machinery.precision import autocast  # noqa: E402
-from machinery.decode import left_padded  # noqa: E402
+from generation import left_padded  # noqa: E402
 from policy import BUNDLED, load_model, prompt_ids  # noqa: E402
 
 TEST_SEED = 10 ** 9  # the test levels' first seed, as train.py's evaluation

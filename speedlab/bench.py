@@ -35,8 +35,8 @@ gradient accumulation, bf16 autocast over fp32 weights (fp32 with --fp32 or with
 bf16, see Precision); step k samples with torch seed k on both sides. Phases:
 
     generate   ours: decode.generate_turn    TRL: GRPOTrainer._generate_single_turn
-    reference  ours: loss.fill_logprobs_fast(ref) TRL: _get_per_token_logps_and_entropies(ref_model)
-    update     ours: loss.policy_update_fast TRL: the optimizer step (training_step x GA, grad
+    reference  ours: fast.update.fill_logprobs(ref) TRL: _get_per_token_logps_and_entropies(ref_model)
+    update     ours: fast.update.policy_update TRL: the optimizer step (training_step x GA, grad
                clip, AdamW) minus _generate_and_score_completions
     step       all of it, rewards and bookkeeping included
 
@@ -57,7 +57,7 @@ the compute dtype, 2 FLOPs per weight per row, and the keys/values of every row 
 the update's multiple is FLOPs / peak.
 
 Heap: on a CPU under glibc the bench, as train.py, first tells the C library to reuse freed memory
-(machinery/heap.py); being one process, TRL's side gets the same heap.
+(fast/heap.py); being one process, TRL's side gets the same heap.
 """
 import argparse
 import contextlib
@@ -85,14 +85,15 @@ import rewards
 import retrieval
 import sokoban
 from mtgrpo import group_norm
-from loss import fill_logprobs_fast, policy_update_fast
-from machinery.heap import keep_freed_memory
+import fast.decode
+import fast.update
+from fast.heap import keep_freed_memory
 from machinery.precision import bf16_ok
 from sample import Sample
-from machinery import decode
-from machinery.decode import generate_turn
+from fast import decode
+from fast.decode import generate_turn
 from policy import BUNDLED, bundled_model_dir, load_model, prompt_ids
-from train import Args
+from config import Args
 from machinery.cli import one_line
 
 TRL_INSTALL = "pip install -c requirements.txt -r requirements-scale.txt"
@@ -282,10 +283,10 @@ def clock(log, phase, probe=None):
 
 
 def forward_backward(model, samples, micro_batch_size, device, bf16=True):
-    """The compute of an update (loss.policy_update_fast: each group's shared prompt once, then
+    """The compute of an update (fast.update.policy_update: each group's shared prompt once, then
     micro-batches with gradient accumulation, backward), with a learning rate of 0."""
     cfg = Args(micro_batch_size=micro_batch_size, temperature=1.0, beta=0.0, device=device, bf16=bf16)
-    policy_update_fast(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, cfg)
+    fast.update.policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, cfg)
 
 
 # ---------------------------------------------------------------- ours alone: fp32 vs bf16
@@ -338,7 +339,7 @@ def shared_prompt_bench(args):
     """forward+backward of AT-GRPO groups (K candidates of one Sokoban prompt, a full-length
     answer each, bf16 autocast where native, else fp32): the prompt run K times (each row's
     first token made different, so nothing is shared: the same shapes), and the prompt run once
-    per group (loss.SharedPrompt) with micro-batches of 1 row and of K rows."""
+    per group (fast.update.SharedPrompt) with micro-batches of 1 row and of K rows."""
     model, tok = load_model(args.model, args.device)
     K, g = args.num_generations, torch.Generator().manual_seed(0)
     tasks = [env_sokoban.SokobanTask(sokoban.level_for(s, 5, 1, 4)) for s in range(args.sequences // K)]
@@ -443,7 +444,7 @@ def profile_bench(args):
 
 # ---------------------------------------------------------------- side by side: ours
 def step_config(args, beta):
-    """train.Args of the bench step (the fields policy_update reads); bf16 autocast where the
+    """config.Args of the bench step (the fields policy_update reads); bf16 autocast where the
     hardware has it, unless --fp32."""
     return Args(num_generations=args.num_generations, max_completion_length=args.max_completion_length,
                 beta=beta, micro_batch_size=args.micro_batch_size, learning_rate=args.learning_rate,
@@ -465,9 +466,9 @@ def our_step(model, ref, tok, optimizer, prompts, cfg, probe):
                    for p, n, a in zip(prompts, new, adv)]
         if ref is not None:
             with clock(log, "reference", probe):
-                fill_logprobs_fast(ref, samples, "ref_logp", cfg.temperature, cfg.micro_batch_size, cfg.bf16)
+                fast.update.fill_logprobs(ref, samples, "ref_logp", cfg.temperature, cfg.micro_batch_size, cfg.bf16)
         with clock(log, "update", probe):
-            policy_update_fast(model, optimizer, samples, cfg)
+            fast.update.policy_update(model, optimizer, samples, cfg)
     log.update(generated=sum(map(len, new)), trained=sum(map(len, new)), prompt=sum(map(len, prompts)),
                distinct_prompt=sum(map(len, set(map(tuple, prompts)))),
                positions=sum(len(s.ids) for s in samples))
@@ -812,8 +813,8 @@ def main(argv=None):
         p.error(f"--micro-batch-size {args.micro_batch_size} must divide the step's {rows} rows "
                 "(--batch-size x --num-generations): TRL accumulates whole micro-batches")
     kept = keep_freed_memory(args.device)  # as train.py does; both sides of --trl run in this process
-    print("heap: freed memory kept for reuse (machinery/heap.py), for all measured here" if kept else
-          "heap: as the C library sets it (machinery/heap.py changes nothing here)")
+    print("heap: freed memory kept for reuse (fast/heap.py), for all measured here" if kept else
+          "heap: as the C library sets it (fast/heap.py changes nothing here)")
     summary = side_by_side(args) if args.trl else shared_prompt_bench(args) if args.shared_prompt else \
         profile_bench(args) if args.profile else precision_bench(args)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -45,8 +45,10 @@ import torch  # noqa: E402
 import qwen_style  # noqa: E402
 import train  # noqa: E402
 
-from machinery import decode  # noqa: E402
-from machinery.decode import generate_turn, hf_generate_turn  # noqa: E402
+from fast import decode  # noqa: E402
+import generation  # noqa: E402
+from fast.decode import generate_turn  # noqa: E402
+from generation import hf_generate_turn  # noqa: E402
 from machinery.precision import autocast, bf16_ok  # noqa: E402
 from policy import load_model  # noqa: E402
 from qwen_shaped_smoke import CARD, SHAPES  # noqa: E402
@@ -166,7 +168,7 @@ def new_lengths_section(path, device, s, folder, out, turns=3):
             print(f"new lengths: {row}", flush=True)
         for name, attention in variants[:2]:  # an update's micro-batch: 2 padded rows, forward and backward
             cut += 1
-            batch = decode.left_padded([base[0][:-cut] + base[1][:s.tokens], base[-1][:-cut] + base[0][:s.tokens - 9]],
+            batch = generation.left_padded([base[0][:-cut] + base[1][:s.tokens], base[-1][:-cut] + base[0][:s.tokens - 9]],
                                        tok.pad_token_id, model.device)
             row = dict(variant=f"update micro-batch, {name}", turn=turn,
                        ms=round(1e3 * micro_batch_seconds(model, batch, s.tokens, attention(model)), 2))
@@ -192,7 +194,7 @@ def micro_batch_seconds(model, batch, trained, attention):
 
 def train_section(path, device, s, work, out):
     """The card's command for s.steps steps: per-step phases, every turn's decode steps (timed
-    around policy.generate_turn) and the GPU's peak memory."""
+    around fast.decode.generate_turn) and the GPU's peak memory."""
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     sizes = ["--batch-size", str(s.questions), "--num-generations", str(s.G), "--max-completion-length", str(s.tokens)]
@@ -213,8 +215,8 @@ def train_section(path, device, s, work, out):
 def timed_turns(turns):
     """Within the context every turn policy.py decodes appends (rows, longest prompt, longest new
     turn, seconds, ms a token step) to turns."""
-    import policy
-    plain = policy.generate_turn
+    import fast.decode
+    plain = fast.decode.generate_turn
 
     def timed(model, tok, prompts, *args, **kwargs):
         seconds, new = timed_turn(model, tok, prompts, *args, **kwargs)
@@ -224,11 +226,11 @@ def timed_turns(turns):
         print(f"turn: {turns[-1]}", flush=True)
         return new
 
-    policy.generate_turn = timed
+    fast.decode.generate_turn = timed
     try:
         yield
     finally:
-        policy.generate_turn = plain
+        fast.decode.generate_turn = plain
 
 
 class Tee(io.StringIO):
@@ -289,7 +291,7 @@ def compiled_section(path, device, s, prompts, out):
 
 def vary_rewards():
     """A random model's turns all score the same rewards, so every group's advantages are 0 and
-    the update skips every row (loss.policy_update_fast): its cost would go unmeasured. Here the
+    the update skips every row (fast.update.policy_update): its cost would go unmeasured. Here the
     outcome reward (train.py) and the bench's reward (both sides) become the text's length in
     thousands of characters, which differs between a group's samples: the update then runs every
     row, as with a trained model whose samples score differently. For measuring only."""

@@ -13,8 +13,8 @@ Four sections, in this order, each timed and each failing on its own:
 1. tests    `pytest -m cuda`: tests/test_cuda.py and the other tests marked cuda.
 2. update   one train.py step's rollouts (two-turn search episodes), then the update as each variant
             runs it, side by side: the plain update (loss.policy_update) at 8, 16 and 32 rows a
-            micro-batch, and the fast one (loss.policy_update_fast) under each setting of its levers
-            (loss.FAST_UPDATE). Round 0 runs every variant on the same rows, whose gradient is compared
+            micro-batch, and the fast one (fast.update.policy_update) under each setting of its levers
+            (fast.update.FAST_UPDATE). Round 0 runs every variant on the same rows, whose gradient is compared
             with the plain update's at the same micro-batch; rounds 1 and 2 drop a few tokens from every row, other counts for
             each variant, so that each meets shapes it has not met before, as every training step
             does (cuDNN's attention builds a graph per shape); a variant's time is its best of those
@@ -46,10 +46,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "scripts")]
 import torch  # noqa: E402
 
+import fast.update  # noqa: E402
 import loss  # noqa: E402
 import qwen_style  # noqa: E402
+import config  # noqa: E402
+import policy  # noqa: E402
 import train  # noqa: E402
-from machinery import checkpoint, memory  # noqa: E402
+from machinery import checkpoint, micro_batch  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from qwen_shaped_smoke import CARD, SHAPES  # noqa: E402
 from sample import Sample  # noqa: E402
@@ -83,14 +86,14 @@ def variants(sizes):
 
 @contextlib.contextmanager
 def fast_levers(device, use):
-    """loss.FAST_UPDATE of this device set to `use` within the context."""
+    """fast.update.FAST_UPDATE of this device set to `use` within the context."""
     kind = "cuda" if device.startswith("cuda") else "cpu"
-    kept = loss.FAST_UPDATE[kind]
-    loss.FAST_UPDATE[kind] = use
+    kept = fast.update.FAST_UPDATE[kind]
+    fast.update.FAST_UPDATE[kind] = use
     try:
         yield
     finally:
-        loss.FAST_UPDATE[kind] = kept
+        fast.update.FAST_UPDATE[kind] = kept
 
 
 class Record(torch.optim.Optimizer):
@@ -126,7 +129,7 @@ def run_update(model, samples, args, plain, use, device):
         loss.policy_update(model, optimizer, samples, args)
     else:
         with fast_levers(device, use):
-            loss.policy_update_fast(model, optimizer, samples, args)
+            fast.update.policy_update(model, optimizer, samples, args)
     bench.synced()
     seconds = time.perf_counter() - start
     peak = cuda_card.gb(torch.cuda.max_memory_allocated()) if device.startswith("cuda") else None
@@ -140,10 +143,10 @@ def card_args(path, s, device, *extra):
 
 def update_section(path, device, s, work, folder, out):
     """The update table (module docstring, section 2); sets the fast update's levers for the rest."""
-    args = train.parse_args(card_args(path, s, device, "--out", os.path.join(work, "unused"), "--max-grad-norm", "1e9"))
-    models, tok = train.load_models(("policy",), path, device)
+    args = config.parse_args(card_args(path, s, device, "--out", os.path.join(work, "unused"), "--max-grad-norm", "1e9"))
+    models, tok = policy.load_models(("policy",), path, device)
     model = models["policy"]
-    auto = memory.auto_micro_batch(model, device, s.tokens)
+    auto = micro_batch.auto_micro_batch(model, device, s.tokens)
     data, pool, _ = train.load_task(args)
     torch.manual_seed(0)
     samples, _, _ = train.search_step(models, tok, pool[:s.questions], data, args)
@@ -192,7 +195,7 @@ def update_section(path, device, s, work, folder, out):
             **{**vars(args), "micro_batch_size": auto}), plain, use, device)[0] for k in (1, 2)), 3)
         for name, plain, use in (("plain", True, None), ("fast, chosen", False, chosen["levers"]))}
     profile(model, trimmed(samples, 5 + len(table) * s.rounds), args, auto, device, chosen["levers"], folder)
-    loss.FAST_UPDATE["cuda" if device.startswith("cuda") else "cpu"] = chosen["levers"]
+    fast.update.FAST_UPDATE["cuda" if device.startswith("cuda") else "cpu"] = chosen["levers"]
     print(f"update: the fast update's levers on {device} from here on: {chosen}", flush=True)
 
 
@@ -202,7 +205,7 @@ def choose(rows, auto):
     fast = [(row["best"], name, row) for name, row in rows.items()
             if not row["plain"] and row.get("best") is not None and (row["micro_batch"] == auto or row["levers"]["shared_prompt"])]
     if not fast:
-        return dict(name="none measured at auto's micro-batch", levers=loss.levers("cuda"), seconds=None)
+        return dict(name="none measured at auto's micro-batch", levers=fast.update.levers("cuda"), seconds=None)
     best, name, row = min(fast, key=lambda t: t[0])
     return dict(name=name, levers=row["levers"], seconds=best)
 

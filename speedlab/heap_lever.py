@@ -1,5 +1,5 @@
 """The update and a decode turn with glibc's own heap settings, and with freed memory kept for reuse
-(machinery/heap.py), each in a fresh process, alternating, timed in one run.
+(fast/heap.py), each in a fresh process, alternating, timed in one run.
 
     .venv/bin/python speedlab/heap_lever.py             # bf16 autocast where native, else fp32
     .venv/bin/python speedlab/heap_lever.py --fp32
@@ -7,7 +7,7 @@
 Each process loads the bundled model and runs, twice each (the second one timed, the first fills
 the heap): the update of speedlab/bench.py's single-turn step (2 search prompts x G = 8 rows + 64
 trained tokens), the update of a two-turn step (64 trained + 160 tool-result tokens + 64 trained),
-both loss.policy_update_fast at micro-batch 2 with learning rate 0, and one sampled decode turn of
+both fast.update.policy_update at micro-batch 2 with learning rate 0, and one sampled decode turn of
 the 16 rows (64 new tokens, seed 0). Page faults are the process's minor faults during the timed
 call. The gradient and the tokens must be the same bit for bit: the heap changes where memory
 comes from, not what is computed.
@@ -24,14 +24,14 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from loss import policy_update_fast  # noqa: E402
-from machinery.decode import generate_turn  # noqa: E402
-from machinery.heap import keep_freed_memory  # noqa: E402
+import fast.update  # noqa: E402
+from fast.decode import generate_turn  # noqa: E402
+from fast.heap import keep_freed_memory  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from policy import BUNDLED, load_model  # noqa: E402
 from sample import Sample  # noqa: E402
 from speedlab import bench  # noqa: E402
-from train import Args  # noqa: E402
+from config import Args  # noqa: E402
 
 VARIANTS = ("glibc's own", "kept for reuse")
 TIMED = ("update, single turn", "update, two turns", "decode turn, 16 rows x 64 tokens")
@@ -58,7 +58,7 @@ def updates(prompts):
 
 
 def summed_gradient(model, samples, bf16, micro_batch_size=2):
-    """loss.policy_update_fast at learning rate 0; the summed absolute gradient it steps with."""
+    """fast.update.policy_update at learning rate 0; the summed absolute gradient it steps with."""
     grads = []
 
     class Keep(torch.optim.SGD):
@@ -66,7 +66,7 @@ def summed_gradient(model, samples, bf16, micro_batch_size=2):
             grads.append(sum(p.grad.double().abs().sum().item() for p in model.parameters()))
             model.zero_grad(set_to_none=True)
 
-    policy_update_fast(model, Keep(model.parameters(), lr=0.0), samples,
+    fast.update.policy_update(model, Keep(model.parameters(), lr=0.0), samples,
                        Args(micro_batch_size=micro_batch_size, temperature=1.0, beta=0.0, device="cpu", bf16=bf16))
     return grads[0]
 

@@ -5,7 +5,7 @@
 
 Two workloads, each on the bundled model:
     bench      speedlab/bench.py --trl's step: 2 search prompts x G = 8 rows, one sampled turn of at
-               most 64 tokens (generation), then loss.policy_update_fast of 16 rows with the same
+               most 64 tokens (generation), then fast.update.policy_update of 16 rows with the same
                prompts and 64 trained tokens each (update; random tokens, seed 0, learning rate 0)
     short run  the README's short run's work: train.search_step of two training questions x G = 8
                (two turns and the tool call between them: generation), then the update of the
@@ -17,7 +17,7 @@ round times the default, then each lever off; every other round runs in the oppo
 Each configuration keeps its best round. "off / default" is the lever's gain on generation; the
 step's gain adds the default's update time to both sides. The sampled tokens of each
 configuration are compared with the default's (same seed): "same tokens" says whether the lever
-changes what is generated. The kept heap (machinery/heap.py) is process-wide and is measured in
+changes what is generated. The kept heap (fast/heap.py) is process-wide and is measured in
 fresh processes by speedlab/heap_lever.py; CUDA graphs and attention without cuDNN only on a GPU
 (speedlab/cuda_card.py).
 """
@@ -33,9 +33,10 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import loss  # noqa: E402
+import fast.update  # noqa: E402
+from config import parse_args  # noqa: E402
 import train  # noqa: E402
-from machinery import cpu_step, decode, heap  # noqa: E402
+from fast import cpu_step, decode, heap  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from policy import BUNDLED, load_model  # noqa: E402
 from speedlab import bench  # noqa: E402
@@ -73,7 +74,7 @@ class Workload:
 
     def __init__(self, name, model, tok, bf16):
         self.name, self.model, self.tok, self.bf16 = name, model, tok, bf16
-        self.args = train.parse_args(["--micro-batch-size", "2", "--device", "cpu",
+        self.args = parse_args(["--micro-batch-size", "2", "--device", "cpu",
                                       "--eval-n", "8", *(["--bf16", "false"] if not bf16 else [])])
         if name == "bench":
             prompts = bench.search_prompts(tok, 2)[1]
@@ -98,7 +99,7 @@ class Workload:
     def update(self):
         optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0)
         start = time.perf_counter()
-        loss.policy_update_fast(self.model, optimizer, self.samples, self.args)
+        fast.update.policy_update(self.model, optimizer, self.samples, self.args)
         seconds = time.perf_counter() - start
         grad = sum(p.grad.double().abs().sum().item() for p in self.model.parameters() if p.grad is not None)
         self.model.zero_grad(set_to_none=True)

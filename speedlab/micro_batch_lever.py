@@ -7,7 +7,7 @@ how much a larger micro-batch buys, and what memory it costs.
 Each process loads the bundled model, keeps freed memory as train.py does, and runs, twice each
 (the second one timed): the update of speedlab/bench.py's single-turn step (2 search prompts x G = 8
 rows + 64 trained tokens) and of a two-turn step (64 trained + 160 tool-result tokens + 64
-trained), the rows of speedlab/heap_lever.py, loss.policy_update_fast with learning rate 0 at M
+trained), the rows of speedlab/heap_lever.py, fast.update.policy_update with learning rate 0 at M
 rows a micro-batch, for each M of --sizes. The fraction of the matmul peak counts the work as
 speedlab/bench.py does (6 x parameters x the tokens an update must run: each distinct prompt once,
 every token after it; no optimizer step, so higher than the bench's update column), against the
@@ -25,7 +25,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from machinery.heap import keep_freed_memory  # noqa: E402
+from fast.heap import keep_freed_memory  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from policy import BUNDLED, load_model  # noqa: E402
 from speedlab.heap_lever import TIMED, alternating, summed_gradient, twice, updates  # noqa: E402

@@ -178,7 +178,7 @@ def generate_sampler(monkeypatch):
     packed fp32 Linears round otherwise): the loop then samples seed for seed as generate does, so
     a test can compare the rest of the two paths (logits, temperature, top-p, stops, rows leaving)
     token for token."""
-    from machinery import cpu_step, decode
+    from fast import cpu_step, decode
     monkeypatch.setattr(decode, "draw", lambda probs: torch.multinomial(probs, 1)[:, 0])
     packable = cpu_step.packable
     monkeypatch.setattr(cpu_step, "packable", lambda model, greedy=False: packable(model, greedy=True))

@@ -294,7 +294,7 @@ def test_at_grpo_on_a_toy_environment_through_the_public_functions():
 
 
 def project_imports(path):
-    """The modules a file imports by name: `from machinery import decode` is "machinery.decode"."""
+    """The modules a file imports by name: `from fast import decode` is "fast.decode"."""
     import ast
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -308,34 +308,44 @@ def project_imports(path):
 def test_the_layout_the_readme_promises():
     """The papers are pure, sampling does not depend on the loss, no game module reaches the
     algorithm, the flags reach no model code, machinery stands below the root, the root never
-    reaches into tools/, and nothing of the lesson (root, machinery, tools) imports the speed lab."""
+    reaches into tools/, nothing of the lesson (root, machinery, tools) imports the speed lab, and
+    the fast path (fast/) is imported by the lesson in one place only: the seam, policy.fast_path."""
     import pathlib
     root = pathlib.Path(__file__).resolve().parent.parent
     files = {p.relative_to(root).with_suffix("").as_posix().replace("/", "."): p
-             for p in [*root.glob("*.py"), *root.glob("machinery/*.py"), *root.glob("tools/*.py")]}
+             for p in [*root.glob("*.py"), *root.glob("machinery/*.py"), *root.glob("tools/*.py"),
+                       *root.glob("fast/*.py")]}
+    files["fast"] = files.pop("fast.__init__")
     assert not {name for name, path in files.items() if any(i.startswith("speedlab") for i in project_imports(path))}
     direct = {name: {i for i in project_imports(path) if i in files} for name, path in files.items()}
+    lesson = [name for name in files if name != "fast" and not name.startswith("fast.")]
+    assert [name for name in lesson if any(i == "fast" or i.startswith("fast.") for i in direct[name])] == ["policy"]
 
-    def reach(name):  # every project module `name` imports, directly or through others
+    def reach(name, seam=True):  # every project module `name` imports, directly or through others
         seen, todo = set(), [name]
         while todo:
             for i in direct[todo.pop()] - seen:
-                seen.add(i)
-                todo.append(i)
+                if seam or not (i == "fast" or i.startswith("fast.")):
+                    seen.add(i)
+                    todo.append(i)
         return seen
     assert project_imports(files["mtgrpo"]) <= {"torch"}
     assert project_imports(files["atgrpo"]) <= {"dataclasses", "torch", "mtgrpo", "sample", "sample.Sample",
                                                 "dataclasses.dataclass", "mtgrpo.group_norm"}
-    assert "loss" not in reach("policy") and "loss" not in reach("machinery.decode")
-    for game in ("env_sokoban", "env_planpath", "env_two_roles", "sokoban"):
+    assert "loss" not in reach("policy", seam=False) and "loss" not in reach("generation")
+    assert "loss" not in reach("fast.decode")
+    for game in ("env_sokoban", "env_planpath", "env_two_roles", "sokoban", "planpath"):
         assert "atgrpo" not in reach(game), game
-    assert not reach("config") & {"policy", "loss", "machinery.decode", "train"}
+    assert not reach("config") & {"policy", "loss", "generation", "fast", "train"}
     assert "transformers" not in {i.split(".")[0] for m in reach("config") | {"config"} for i in project_imports(files[m])}
-    for name in files:
+    for name in lesson:
         if "." not in name:  # the root
             assert not {i for i in reach(name) if i.startswith("tools")}, name
         if name.startswith("machinery."):
             assert all(i.startswith("machinery") for i in reach(name)), name
+    for name in files:
+        if name.startswith("fast"):  # the fast path stands on the lesson, never on tools/
+            assert not {i for i in reach(name) if i.startswith("tools")}, name
 
 
 @pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "speedlab/bench.py",

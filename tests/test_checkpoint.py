@@ -311,13 +311,15 @@ def test_resume_with_another_out_is_refused_before_anything_is_written(tmp_path,
     assert train.parse_args(["--resume", str(run), "--out", str(tmp_path / "." / "run")]).out == str(run)
 
 
-def test_plain_with_hf_generate_false_is_a_contradiction(capsys):
-    """--plain samples with generate: --hf-generate false beside it is refused in one line; either
-    alone is fine."""
+def test_a_run_from_before_hf_generate_was_dropped_resumes(tmp_path, capsys):
+    """--hf-generate (generate with the fast update) is gone: --plain alone chooses the path. A run
+    saved with it resumes, the key dropped (it chose how a step is computed, which may change on
+    --resume); the flag itself is refused as unknown."""
+    run = make_run(tmp_path, {**vars(train.parse_args([])), "hf_generate": True})
+    assert train.parse_args(["--resume", str(run), "--steps", "6"]).steps == 6
     with pytest.raises(SystemExit):
-        train.parse_args(["--plain", "true", "--hf-generate", "false"])
-    assert "--hf-generate false asks not to" in capsys.readouterr().err.strip().splitlines()[-1]
-    assert train.parse_args(["--plain", "true"]).plain and train.parse_args(["--hf-generate"]).hf_generate
+        train.parse_args(["--hf-generate"])
+    assert "unrecognized arguments: --hf-generate" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- a failed save names its cause

@@ -1,5 +1,5 @@
-"""tools/credit.py: Monte Carlo against a toy game whose Q is known exactly, each figure by hand,
-and the tool end to end on a tiny model."""
+"""tools/credit.py and its report: Monte Carlo against a toy game whose Q is known exactly, each
+figure by hand, and the tool end to end on a tiny model."""
 import json
 import random
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tools import credit
+from tools import credit, credit_report
 
 # ---------------------------------------------------------------- the toy: Q known exactly
 # Two turns, one agent, answers x or y. Turn 1: x earns 1, y 0. Turn 2: after x, x earns 0.5 and
@@ -128,7 +128,7 @@ def test_the_anchor_line_counts_later_answers_that_share_a_state():
     records = [{"scheme": "trajectories", "turn": 1, "anchor": 4}, {"scheme": "trajectories", "turn": 2, "anchor": 3},
                {"scheme": "trajectories", "turn": 2, "anchor": 1}, {"scheme": "trajectories", "turn": 3, "anchor": 2},
                {"scheme": "tree", "turn": 2}]
-    assert credit.anchor_line(records).startswith("GiGPO's anchor groups: 2 of 3 later answers (turns 2+)")
+    assert credit_report.anchor_line(records).startswith("GiGPO's anchor groups: 2 of 3 later answers (turns 2+)")
 
 
 def test_the_figures_by_hand():
@@ -209,10 +209,10 @@ def test_search_tables_put_both_turns_side_by_side():
     figures = credit.analyse(records, "search", bootstrap=20)
     assert figures["outcome"]["turn 2"]["n"] == 16 and figures["outcome"]["turn 1"]["n"] == 16
     assert figures["outcome"]["turn 2"]["differences"]["mt-or"] == [0.0, 0.0, 0.0]  # the same advantages
-    text = credit.tables({"settings": settings, "figures": figures})
+    text = credit_report.tables({"settings": settings, "figures": figures})
     assert "**search, both turns: Pearson with A*** (95 % interval)" in text and "turn 2, Pearson MT-GRPO − GRPO-MR" in text
     old = {"settings": settings, "figures": credit.analyse([r for r in records if r["turn"] == 1], "search", bootstrap=20)}
-    rows = credit.summary([{"settings": settings, "figures": figures}, old]).splitlines()
+    rows = credit_report.summary([{"settings": settings, "figures": figures}, old]).splitlines()
     cells = [c.strip() for c in rows[-1].strip("|").split("|")]
     assert "MT-GRPO − GRPO-MR, outcome, turn 2" in rows[2] and cells.count("–") == 2  # no turn 2 before
 
@@ -246,9 +246,9 @@ def test_analyse_intervals_and_differences_on_the_toy():
         assert lo <= v <= hi
     assert set(cell["differences"]) == {"at-grpo", "gigpo-grpo", "at-gigpo"}
     assert out["return"]["turn 1"]["n"] + cell["n"] == out["return"]["all turns"]["n"]
-    assert "| GiGPO |" in credit.tables({"settings": {"env": "planpath", "model": "toy", "states": 6, "num_generations": 4,
-                                                        "continuations": 16, "bf16": False, "temperature": 1.0,
-                                                        "bootstrap": 50}, "figures": out})
+    assert "| GiGPO |" in credit_report.tables({"settings": {"env": "planpath", "model": "toy", "states": 6,
+                                                             "num_generations": 4, "continuations": 16, "bf16": False,
+                                                             "temperature": 1.0, "bootstrap": 50}, "figures": out})
 
 
 def test_the_tool_on_a_tiny_model_and_again_from_its_json(tiny_model_dir, tmp_path, capsys, monkeypatch):
@@ -279,12 +279,12 @@ def test_sokoban_is_measured_like_planpath(tiny_model_dir, capsys, monkeypatch):
     assert live["machine"]["load_at_start"] == 1.0
     assert {e for r in live["records"] for e in r["adv"]} == {"grpo", "gigpo", "at"}
     assert set(live["figures"]["success"]) == {"all turns", "turn 1", "turns 2+"}
-    assert credit.record_problem(live["records"][0], "sokoban", "record 0") is None
+    assert credit_report.record_problem(live["records"][0], "sokoban", "record 0") is None
 
 
 def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
-    import train
-    args = train.parse_args(["--model", answering_model_dir, "--bf16", "false", "--max-completion-length", "6"])
+    from config import parse_args
+    args = parse_args(["--model", answering_model_dir, "--bf16", "false", "--max-completion-length", "6"])
     real = credit.rewards.score_episodes
 
     def turn_rewards_that_differ(envs):  # the tiny model never calls the tool: R^T_1 from the query's length
@@ -421,7 +421,7 @@ def test_missing_folders_are_made_at_the_end_and_the_check_makes_nothing(tmp_pat
     assert os.listdir(tmp_path) == []
     monkeypatch.setattr(credit, "measure", lambda *a: toy_result())
     live = credit.main(["--env", "planpath", "--json", str(tmp_path / "new" / "deeper" / "a.json")])
-    assert credit.read_result(str(tmp_path / "new" / "deeper" / "a.json"))["records"] == live["records"]
+    assert credit_report.read_result(str(tmp_path / "new" / "deeper" / "a.json"))["records"] == live["records"]
 
 
 def test_a_write_that_fails_at_the_end_keeps_the_measurement(tmp_path, monkeypatch, capsys):
@@ -442,7 +442,7 @@ def test_a_write_that_fails_at_the_end_keeps_the_measurement(tmp_path, monkeypat
     assert message.startswith(f"could not write {path}: No space left on device; the measurement is not lost, "
                               f"it is in {tmp_path / 'tmp'}/credit-") and "\n" not in message
     kept = message.split("it is in ")[1].split(" ")[0]
-    assert credit.read_result(kept)["records"] == toy_result()["records"]
+    assert credit_report.read_result(kept)["records"] == toy_result()["records"]
     assert f"--from {kept} --json FILE writes it again" in message
     monkeypatch.setattr(tempfile, "mkstemp", full)  # no folder takes it: printed
     with pytest.raises(SystemExit, match="it is printed above"):
@@ -452,13 +452,13 @@ def test_a_write_that_fails_at_the_end_keeps_the_measurement(tmp_path, monkeypat
 
 def test_a_png_that_fails_at_the_end_points_to_the_json(tmp_path, monkeypatch):
     monkeypatch.setattr(credit, "measure", lambda *a: toy_result())
-    monkeypatch.setattr(credit, "plot", fails(OSError(28, "No space left on device")))
+    monkeypatch.setattr(credit_report, "plot", fails(OSError(28, "No space left on device")))
     monkeypatch.setattr(credit, "has_matplotlib", lambda: True)  # the plot is faked: no matplotlib needed
     path = str(tmp_path / "c.json")
     with pytest.raises(SystemExit, match=f"could not write {tmp_path}/c.png: No space left on device; the measurement "
                                          f"is not lost, it is in {path} "):
         credit.main(["--env", "planpath", "--json", path, "--png", str(tmp_path / "c.png")])
-    assert credit.read_result(path)["settings"]["model"] == "toy"
+    assert credit_report.read_result(path)["settings"]["model"] == "toy"
 
 
 def damaged(result, change):
@@ -504,7 +504,7 @@ def test_every_committed_measurement_loads_and_reproduces_exactly():
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
     assert len(paths) == 14  # the first page's six, the answer turn's three, K = 3, Sokoban, public levels, two updates
     for path in paths:
-        result = credit.read_result(path)
+        result = credit_report.read_result(path)
         figures = credit.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
         assert json.dumps(figures) == json.dumps(result["figures"]), path
         if "gram" in result:  # the update's cosines, from the kept Gram matrix
@@ -537,7 +537,7 @@ def test_a_real_full_disk_leaves_no_half_file_and_prints_the_measurement(tmp_pat
     assert sorted(os.listdir(tmp_path)) == ["cwd", "tmp", "toy.json"] and not os.listdir(tmp_path / "tmp") + os.listdir(tmp_path / "cwd")
 
 
-# ---------------------------------------------------------------- the update (tools/credit_update.py)
+# ---------------------------------------------------------------- the update (tools/credit_gradient.py)
 def tabular_gradient(state, answer):
     """grad log pi(answer | state) of the toy's policy as a softmax with one logit per (state, answer):
     e_(s, a) - sum_b pi(b | s) e_(s, b), six coordinates (states "", "x", "y"; answers x, y)."""
@@ -553,48 +553,48 @@ def test_the_update_cosine_by_hand():
     0.25, -0.25, 2.25. GRPO: returns 1.5 and 3 -> -0.7071, -0.7071, +0.7071, +0.7071.
     g(A*) = (0.25, -0.25, 0.125, -0.125, 1.6875, -1.6875); g(GRPO) = 0.7071 (-1, 1, -0.5, 0.5, 0.75, -0.75);
     cos = 1.90625 / (2.41899 * 1.90394) = 0.41390."""
-    from tools import credit_update
+    from tools import credit_gradient
     states, answers = ["", "x", "", "y"], ["x", "x", "y", "x"]
     h = np.array([tabular_gradient(s, a) for s, a in zip(states, answers)])
     a_star = np.array([Q[s, a] - V[s] for s, a in zip(states, answers)])
     assert a_star.tolist() == [0.25, 0.25, -0.25, 2.25]
     grpo = np.array([-1, -1, 1, 1]) * 0.70711
     H = h @ h.T
-    assert credit_update.cosine(H, grpo, a_star) == pytest.approx(0.41390, abs=1e-4)
-    assert credit_update.cosine(H, grpo, -a_star) == pytest.approx(-0.41390, abs=1e-4)  # the wrong sign of A*
-    assert credit_update.cosine(H, np.roll(grpo, 1), a_star) != pytest.approx(0.41390, abs=1e-2)  # shifted a turn
-    assert credit_update.cosine(H, a_star, a_star) == pytest.approx(1.0)
-    assert np.isnan(credit_update.cosine(H, np.zeros(4), a_star))  # no update at all
+    assert credit_gradient.cosine(H, grpo, a_star) == pytest.approx(0.41390, abs=1e-4)
+    assert credit_gradient.cosine(H, grpo, -a_star) == pytest.approx(-0.41390, abs=1e-4)  # the wrong sign of A*
+    assert credit_gradient.cosine(H, np.roll(grpo, 1), a_star) != pytest.approx(0.41390, abs=1e-2)  # shifted a turn
+    assert credit_gradient.cosine(H, a_star, a_star) == pytest.approx(1.0)
+    assert np.isnan(credit_gradient.cosine(H, np.zeros(4), a_star))  # no update at all
 
 
 def test_the_update_on_the_toy_follows_the_exact_q():
     """tools/credit.py's records of the toy, with the tabular gradients: the cosine of each estimator
     from Monte Carlo A* (M = 4000) is the one from the exact Q - V, within the noise."""
-    from tools import credit_update
+    from tools import credit_gradient
     records = credit.game_records(Fork, [0, 1, 2], policy(0), K=4, M=4000, scale="group", chunk=10 ** 6)
     h = np.array([tabular_gradient(s, r["answer"]) for r, s in zip(records, histories(records, 4))])
     a_stars = {t: credit.true_advantages(records, t) for t in ("return",)}
-    out = credit_update.update_figures(records, h @ h.T, ("grpo", "gigpo", "at"), (("at", "grpo"),), a_stars,
-                                       credit.interval, bootstrap=20)["return"]
+    out = credit_gradient.update_figures(records, h @ h.T, ("grpo", "gigpo", "at"), (("at", "grpo"),), a_stars,
+                                         credit.interval, bootstrap=20)["return"]
     exact = np.array([Q[s, r["answer"]] - V[s] for r, s in zip(records, histories(records, 4))])
     for e in ("grpo", "gigpo", "at"):
         ix = [i for i, r in enumerate(records) if e in r["adv"]]
         adv = np.array([records[i]["adv"][e] for i in ix])
-        want = credit_update.cosine((h @ h.T)[np.ix_(ix, ix)], adv, exact[ix])
+        want = credit_gradient.cosine((h @ h.T)[np.ix_(ix, ix)], adv, exact[ix])
         assert out[e]["cosine"][0] == pytest.approx(want, abs=0.02), e
         assert out[e]["n"] == len(ix) and out[e]["ceiling"] > 0.99  # 4000 continuations: almost no noise
     assert out["differences"]["at-grpo"][0] == pytest.approx(out["at"]["cosine"][0] - out["grpo"]["cosine"][0])
 
 
 def test_the_count_sketch_keeps_inner_products():
-    from tools import credit_update
+    from tools import credit_gradient
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(3_000_000, generator=g), torch.randn(3_000_000, generator=g)
     y = 0.6 * x + 0.8 * y  # cosine 0.6
-    sketch = credit_update.CountSketch(len(x), dim=2 ** 16)
+    sketch = credit_gradient.CountSketch(len(x), dim=2 ** 16)
     sx, sy = sketch(x), sketch(y)
     assert float(sx @ sy / (sx.norm() * sy.norm())) == pytest.approx(0.6, abs=0.02)
-    small = credit_update.CountSketch(10, dim=16)
+    small = credit_gradient.CountSketch(10, dim=16)
     assert small.exact and small(torch.arange(10.0)).tolist() == list(range(10))
 
 
@@ -606,12 +606,12 @@ def test_the_gram_matrix_gives_the_loss_gradient(tiny_model_dir):
     import loss
     from policy import load_model
     from sample import Sample
-    from tools import credit_update
+    from tools import credit_gradient
     model, _ = load_model(tiny_model_dir, "cpu")
     rows = [([1, 5, 9], [4, 4, 7]), ([1, 5], [8]), ([2, 3, 3, 6], [5, 1])]
     adv = np.array([0.5, -1.0, 2.0])
     n_params = sum(p.numel() for p in model.parameters())
-    H = credit_update.answer_gram(model, rows, temperature=1.0, bf16=False, dim=n_params)  # exact: no projection
+    H = credit_gradient.answer_gram(model, rows, temperature=1.0, bf16=False, dim=n_params)  # exact: no projection
     samples = [Sample(ids=c + a, turn=[0] * len(c) + [1] * len(a)) for c, a in rows]
     for s, a in zip(samples, adv):
         s.adv, s.mask = [a] * len(s.ids), [int(t > 0) for t in s.turn]
@@ -626,7 +626,7 @@ def test_the_gram_matrix_gives_the_loss_gradient(tiny_model_dir):
                         n_tokens, 3, args)
     norm2 = sum(float((p.grad.double() ** 2).sum()) for p in model.parameters() if p.grad is not None)
     assert adv @ H @ adv / n_tokens ** 2 == pytest.approx(norm2, rel=1e-5)  # float32 sums: thread order
-    sketched = credit_update.answer_gram(model, rows, temperature=1.0, bf16=False, dim=n_params // 4)
+    sketched = credit_gradient.answer_gram(model, rows, temperature=1.0, bf16=False, dim=n_params // 4)
     assert adv @ sketched @ adv / n_tokens ** 2 == pytest.approx(norm2, rel=0.05)  # a projection: close, not equal
 
 
@@ -639,9 +639,9 @@ def test_search_with_three_turns_on_scripted_turns(tiny_model_dir, capitals, mon
     import tqdm
     from conftest import CALL
 
-    import train
+    from config import parse_args
     from policy import load_model
-    args = train.parse_args(["--model", tiny_model_dir, "--bf16", "false", "--max-calls", "2"])
+    args = parse_args(["--model", tiny_model_dir, "--bf16", "false", "--max-calls", "2"])
     model, tok = load_model(tiny_model_dir, "cpu")
     rng = random.Random(4)
     texts = [CALL % "capital of France", CALL % "capital of Germany", "<answer>Paris</answer>", "<answer>Berlin</answer>"]
@@ -683,7 +683,7 @@ def test_the_call_bonus_by_hand():
         assert bias[target]["mt"]["bonus_in_return"] == pytest.approx([0.5, 0.5, 0.5])
         assert bias[target]["or"]["bonus"] == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
     assert credit.call_bias([r for r in records if r["kind"] != "answer"]) is None  # one kind: nothing to compare
-    assert "| MT-GRPO | 1.00 [1.00, 1.00] | 0.50 [0.50, 0.50] |" in "\n".join(credit.bias_table(bias))
+    assert "| MT-GRPO | 1.00 [1.00, 1.00] | 0.50 [0.50, 0.50] |" in "\n".join(credit_report.bias_table(bias))
 
 
 def test_a_kept_gram_matrix_is_read_as_data_and_gives_the_update_again(tmp_path, capsys):

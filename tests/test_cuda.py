@@ -2,7 +2,7 @@
 test of the suite runs on the CPU. speedlab/gpu_check.py runs these first on a GPU machine.
 
 - one train.py step on a tiny model, the default (decode steps replayed as a CUDA graph, the fast
-  update with loss.FAST_UPDATE["cuda"]) and --plain;
+  update with fast.update.FAST_UPDATE["cuda"]) and --plain;
 - the plain and the fast update step with one gradient, for every lever setting: within 1e-4 of
   its norm in fp32 (the sums run in another order), 5e-2 under bf16 autocast (the shared prompt's
   keys round to bf16 once more);
@@ -18,9 +18,10 @@ import os
 import pytest
 import torch
 
-import loss
+import fast.update
 import train
-from machinery import gpu_step, memory
+from machinery import micro_batch
+from fast import gpu_step
 from sample import Sample
 from test_loss import LEVERS, full_forward_gradient, update_gradient
 from test_train import crash_at, strip_times, tiny_run
@@ -68,7 +69,7 @@ def relative_difference(got, want):
 @pytest.mark.parametrize("use", LEVERS, ids=lambda u: f"shared_prompt={u['shared_prompt']},trained_only={u['trained_only']}")
 def test_the_plain_and_the_fast_update_step_with_one_gradient(tiny_model_dir, monkeypatch, use, cudnn, bf16, tolerance):
     from policy import load_model
-    monkeypatch.setitem(loss.FAST_UPDATE, "cuda", {**use, "cudnn": cudnn})
+    monkeypatch.setitem(fast.update.FAST_UPDATE, "cuda", {**use, "cudnn": cudnn})
     model, _ = load_model(tiny_model_dir, "cuda")
     samples = search_rows()
     plain = update_gradient(model, samples, micro_batch_size=3, fast=False, bf16=bf16)
@@ -79,13 +80,13 @@ def test_the_plain_and_the_fast_update_step_with_one_gradient(tiny_model_dir, mo
 
 def test_auto_reads_the_gpus_free_memory(tiny_model_dir, capsys):
     from policy import load_model
-    free = memory.free_bytes("cuda")
+    free = micro_batch.free_bytes("cuda")
     assert free == pytest.approx(torch.cuda.mem_get_info()[0], rel=0.05)
     block = torch.empty(2 ** 30, dtype=torch.uint8, device="cuda")  # 1 GiB taken: 1 GiB less free
-    assert memory.free_bytes("cuda") == pytest.approx(free - 2 ** 30, rel=0.05)
+    assert micro_batch.free_bytes("cuda") == pytest.approx(free - 2 ** 30, rel=0.05)
     del block
     model, _ = load_model(tiny_model_dir, "cuda")
-    rows = memory.auto_micro_batch(model, "cuda", 256)
+    rows = micro_batch.auto_micro_batch(model, "cuda", 256)
     printed = capsys.readouterr().out
     assert rows in (1, 2, 4, 8, 16, 32) and f"micro-batch {rows} rows (auto: " in printed and "GiB free" in printed
 

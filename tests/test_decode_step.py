@@ -40,7 +40,7 @@ PRECISIONS = [(False, False), (False, True), (True, False),
 def test_decode_step_computes_the_models_logits_bit_for_bit(model_dir, bf16, packed, request):
     """Three steps of decode_step give the model's logits exactly, whatever the precision, the
     Linears packed or not."""
-    from machinery import cpu_step
+    from fast import cpu_step
     if model_dir == "plain heads":
         model = plain_heads(request.getfixturevalue("tiny_model_dir"))
     else:
@@ -57,7 +57,7 @@ def test_written_out_admits_only_the_shape_it_writes(tiny_model_dir, qwen_base_d
     model or a Linear (both are still called). Training mode, a hook on a module the step writes out
     (a layer, its MLP, a norm), another attention implementation, a sliding window, a wrapped
     Linear: no (the model's forward runs)."""
-    from machinery import cpu_step
+    from fast import cpu_step
     model, _ = load_model(tiny_model_dir, "cpu")
     assert cpu_step.written_out(model) and cpu_step.written_out(load_model(qwen_base_dir, "cpu")[0])
     model.train()
@@ -86,7 +86,7 @@ def test_generate_turn_takes_the_written_out_step(tiny_model_dir, monkeypatch):
     """generate_turn's one-token steps go through decode_step where written_out says so, with
     the same greedy tokens as through the model's forward; the model's own hooks see every step
     (speedlab/bench.py times the steps so), and its forward is its own again after the turn."""
-    from machinery import cpu_step, decode
+    from fast import cpu_step, decode
     model, tok = load_model(tiny_model_dir, "cpu")
     prompts = [[5, 6, 7, 8], [9, 10], [9, 10]]
     calls, seen = [], []

@@ -102,7 +102,7 @@ def test_parse_moves_never_raises_on_garbage():
 
 # ---------------------------------------------------------------- the two-role task
 def test_a_turn_stops_at_the_end_of_the_answer_line(tokenizer):
-    from machinery.decode import cut_at_stop
+    from generation import cut_at_stop
     for text, kept in (("L U\nblah blah", "L U\n"), ("R</answer> then text", "R</answer>")):
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         cut = tokenizer.decode(cut_at_stop(ids, tokenizer, STOP_STRINGS, {tokenizer.eos_token_id}))

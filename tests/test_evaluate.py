@@ -10,7 +10,7 @@ from test_train import DOCS, TURN1, TURN2, WRONG, ids
 import sokoban
 from evaluate_games import constant_successes
 from tools import evaluate
-import policy
+import fast.decode
 import rewards
 
 
@@ -30,7 +30,7 @@ def search_flags(tmp_path, tiny_model_dir):
 
 def script(monkeypatch, tok, calls):
     calls = [[ids(tok, t) for t in row] for row in calls]
-    monkeypatch.setattr(policy, "generate_turn", lambda model, tok, prefixes, *a, **k: calls.pop(0))
+    monkeypatch.setattr(fast.decode, "generate_turn", lambda model, tok, prefixes, *a, **k: calls.pop(0))
 
 
 @pytest.mark.parametrize("chunk, calls", [("2", [[TURN1, TURN1], [TURN2, WRONG]]),
@@ -53,7 +53,7 @@ def test_search_metrics_as_rates_and_reward_units(tmp_path, tiny_model_dir, monk
 
 
 def test_sokoban_success_and_moves(tiny_model_dir, monkeypatch, tokenizer):
-    monkeypatch.setattr(policy, "generate_turn",
+    monkeypatch.setattr(fast.decode, "generate_turn",
                         lambda model, tok, prefixes, *a, **k: [ids(tokenizer, "R</answer>")] * len(prefixes))
     out = evaluate.main(["--env", "sokoban", "--model", tiny_model_dir, "--n", "5", "--chunk", "2", "--bf16", "false",
                          "--max-turns", "2", "--size", "5", "--reverse-steps", "4", "--min-solution", "1", "--max-solution", "0"])
@@ -93,6 +93,6 @@ def test_a_test_question_longer_than_the_context_is_refused_before_any_episode(t
     flags = search_flags(tmp_path, tiny_model_dir)
     long = [{"question": "why " * 3000 + "?", "answers": ["A"]}, {"question": "Q?", "answers": ["A"]}]
     flags[flags.index("--test-questions") + 1] = write_jsonl(tmp_path / "long.jsonl", long)
-    monkeypatch.setattr(policy, "generate_turn", lambda *a, **k: pytest.fail("an episode was played"))
+    monkeypatch.setattr(fast.decode, "generate_turn", lambda *a, **k: pytest.fail("an episode was played"))
     with pytest.raises(SystemExit, match=r"a prompt of \d+ tokens plus 128 new ones does not fit the model's context of 2048"):
         evaluate.main(flags)

@@ -1,12 +1,12 @@
-"""The exercises' checker (exercises/check.py): it passes the project's own functions, fails the
-untouched stubs, passes a correct student answer and fails plausible wrong ones; and no student
-file (an exit, an endless loop in C, a thread or a fork left running, an edit of the checker, an
-exception that cannot be printed) makes it pass, hang or stop before the next exercise.
+"""The exercises' checker (exercises/check.py and sandbox.py): it passes the project's own
+functions, fails the untouched stubs, passes a correct student answer and fails plausible wrong
+ones; and no student file (an exit, an endless loop in C, a thread or a fork left running, an edit
+of the checker, an exception that cannot be printed) makes it pass, hang or stop before the next
+exercise.
 
 A wrong answer is a correct answer below with one mistake a student could make (a text
-replacement), written to a temporary ex*.py file and loaded the way check.py loads a student's.
+replacement), written to a temporary ex*.py file and loaded the way sandbox.py loads a student's.
 """
-import importlib.util
 import signal
 import subprocess
 import sys
@@ -18,9 +18,9 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("exercise_check", ROOT / "exercises" / "check.py")
-check = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(check)
+sys.path.insert(0, str(ROOT / "exercises"))  # check.py and sandbox.py import each other by name
+import check  # noqa: E402
+import sandbox  # noqa: E402
 
 RIGHT = {
     1: """
@@ -204,7 +204,7 @@ def test_wrong_answer_fails(n, mistake, edits, right_folder, tmp_path):
         assert old in source, f"the edit {old!r} does not apply"
         source = source.replace(old, new)
     write_answers(tmp_path, {**RIGHT, n: source})
-    passed, failure = check.run_check(n, *check.student_functions(n, tmp_path))
+    passed, failure = check.run_check(n, *sandbox.student_functions(n, tmp_path))
     assert not passed and failure and "not implemented" not in failure
 
 
@@ -250,7 +250,7 @@ def test_a_still_stubbed_exercise_that_another_one_needs_is_blamed(tmp_path):
     names ex1, not ex2."""
     stub = (ROOT / "exercises" / "ex1_group_norm.py").read_text()
     write_answers(tmp_path, {**RIGHT, 1: stub})
-    passed, failure = check.run_check(2, *check.student_functions(2, tmp_path))
+    passed, failure = check.run_check(2, *sandbox.student_functions(2, tmp_path))
     assert not passed and failure == "needs ex1_group_norm.py first: it is not implemented yet"
 
 
@@ -271,7 +271,7 @@ def test_ex2_must_return_float64(tmp_path):
                                                "    K = turn_rewards.shape[2] + 1\n    turn_rewards, outcome_rewards = turn_rewards.float(), outcome_rewards.float()\n")
     source = source.replace("dtype=torch.float64", "dtype=torch.float32")
     write_answers(tmp_path, {**RIGHT, 2: source})
-    passed, failure = check.run_check(2, *check.student_functions(2, tmp_path))
+    passed, failure = check.run_check(2, *sandbox.student_functions(2, tmp_path))
     assert not passed and failure.split("\n")[0] == "float64 out"
     assert failure.split("\n")[2:] == ["expected: 'torch.float64'", "got:      'torch.float32'"]
 
@@ -292,7 +292,7 @@ CATCH_ALL = ("def group_norm(r):\n    while True:\n        try:\n            whi
 ])
 def test_an_exit_or_an_endless_loop_in_a_student_file_fails_and_the_table_goes_on(tmp_path, monkeypatch, capsys,
                                                                                    body, reason):
-    monkeypatch.setattr(check, "TIME_LIMIT", 1)
+    monkeypatch.setattr(sandbox, "TIME_LIMIT", 1)
     write_answers(tmp_path, {**RIGHT, 1: body})
     assert check.main(["--dir", str(tmp_path)]) == 1  # before: exit 0 with an empty table, or a hang
     out = capsys.readouterr().out
@@ -318,7 +318,7 @@ def test_what_a_student_file_prints_shows_under_its_row(tmp_path, capsys):
 # runs the student's code in its own process would end, hang or pass here.
 def run_checker(folder, *numbers):
     """check.py --dir folder numbers: (its completed process, the seconds it took)."""
-    code = (f"import sys, check; check.TIME_LIMIT = 1; "
+    code = (f"import sys, check, sandbox; sandbox.TIME_LIMIT = 1; "
             f"sys.exit(check.main(['--dir', {str(folder)!r}] + {[str(n) for n in numbers]!r}))")
     start = time.monotonic()
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "exercises", capture_output=True, text=True,

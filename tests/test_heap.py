@@ -1,4 +1,4 @@
-"""machinery/heap.py: freed memory reused instead of faulted in anew on a CPU under glibc; nothing
+"""fast/heap.py: freed memory reused instead of faulted in anew on a CPU under glibc; nothing
 done elsewhere. The page faults are counted in a fresh process each, so the test process's own heap
 setting does not matter."""
 import platform
@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from machinery import heap
+from fast import heap
 
 FAULTS = """
 import resource, sys, torch
-from machinery.heap import keep_freed_memory
+from fast.heap import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory("cpu")
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt

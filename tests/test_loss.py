@@ -9,8 +9,9 @@ import torch
 
 import loss
 from sample import Sample
-from loss import (SharedPrompt, clipped_surrogate, grpo_loss, k3_kl, logprobs_from, pad_batch, policy_update,
-                  policy_update_fast, prompt_sets, token_logprobs)
+import fast.update as fast_update
+from fast.update import SharedPrompt, logprobs_from, prompt_sets
+from loss import clipped_surrogate, grpo_loss, k3_kl, pad_batch, policy_update, token_logprobs
 
 
 def load_model(path, device):
@@ -99,9 +100,9 @@ def test_untrained_positions_carry_ratio_one(tiny_model_dir):
         s.old_logp = [(-200.0 if mask[t + 1] == 0 and t >= 4 else v) for t, v in enumerate(logp.tolist())]
         rows.append(s)
     stats = {f: f(model, torch.optim.SGD(model.parameters(), lr=0.0), rows, _args(micro_batch_size=2))
-             for f in (policy_update, policy_update_fast)}
+             for f in (policy_update, fast_update.policy_update)}
     assert all(math.isfinite(st["loss"]) and math.isfinite(st["grad_norm"]) for st in stats.values())
-    assert stats[policy_update]["loss"] == pytest.approx(stats[policy_update_fast]["loss"], abs=1e-6)
+    assert stats[policy_update]["loss"] == pytest.approx(stats[fast_update.policy_update]["loss"], abs=1e-6)
 
 
 def test_kl_term_uses_the_stored_reference(tiny_model_dir):
@@ -142,14 +143,14 @@ def same_gradient(got, want):
 
 
 def update_gradient(model, samples, **kw):
-    """The gradient policy_update_fast (or with fast=False, policy_update) steps with (lr 0 keeps the weights)."""
+    """The gradient fast_update.policy_update (or with fast=False, policy_update) steps with (lr 0 keeps the weights)."""
     grads = []
 
     class Record(torch.optim.SGD):
         def step(self):
             grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
 
-    update = policy_update_fast if kw.pop("fast", True) else policy_update
+    update = fast_update.policy_update if kw.pop("fast", True) else policy_update
     update(model, Record(model.parameters(), lr=0.0), samples, _args(**kw))
     return grads[0]
 
@@ -183,7 +184,7 @@ def test_a_shared_prompt_runs_once_per_group_with_the_full_forward_gradient(tiny
 
 
 def test_the_plain_path_and_the_shared_prompt_give_one_gradient(tiny_model_dir, monkeypatch):
-    """policy_update (the plain path: every row from its first token) and policy_update_fast (a group's
+    """policy_update (the plain path: every row from its first token) and fast_update.policy_update (a group's
     shared prompt run once) step with the gradient of one full forward per row."""
     model, _ = load_model(tiny_model_dir, "cpu")
     g = torch.Generator().manual_seed(5)
@@ -217,8 +218,8 @@ def test_trajectories_at_the_same_state_share_one_prompt_run(tiny_model_dir, mon
 def count_rows(monkeypatch):
     """The number of rows each forward of the fast update runs."""
     rows = []
-    forward = loss.logprobs_from
-    monkeypatch.setattr(loss, "logprobs_from", lambda model, ids, *a: rows.append(len(ids)) or forward(model, ids, *a))
+    forward = fast_update.logprobs_from
+    monkeypatch.setattr(fast_update, "logprobs_from", lambda model, ids, *a: rows.append(len(ids)) or forward(model, ids, *a))
     return rows
 
 
@@ -233,7 +234,7 @@ def test_a_zero_advantage_row_is_not_run_and_changes_nothing(tiny_model_dir, mon
     live = [Sample(ids=rand(9), mask=[0] * 5 + [1] * 4, adv=[0] * 5 + [a] * 4) for a in (1.0, -1.0)]
     silent = Sample(ids=rand(8), mask=[0] * 4 + [1] * 4, adv=[0.0] * 8)
     rows = count_rows(monkeypatch)
-    stats = policy_update_fast(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1))
+    stats = fast_update.policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1))
     assert rows == [1, 1]  # the two live rows only
     assert stats["loss"] == pytest.approx(0.0, abs=1e-7)  # -(4 * 1 - 4 * 1) / 12 tokens
     assert same_gradient(update_gradient(model, live + [silent]), full_forward_gradient(model, live + [silent]))
@@ -242,7 +243,7 @@ def test_a_zero_advantage_row_is_not_run_and_changes_nothing(tiny_model_dir, mon
     for s in live + [silent]:
         s.ref_logp = [0.0] * (len(s.ids) - 1)
     rows.clear()
-    policy_update_fast(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1, beta=0.1))
+    fast_update.policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), live + [silent], _args(micro_batch_size=1, beta=0.1))
     assert rows == [1, 1, 1]  # beta > 0: the KL term of the silent row counts
     rows.clear()
     assert (update_gradient(model, [silent]) == 0).all() and rows == []  # a zero gradient for every weight
@@ -309,11 +310,11 @@ LEVERS = [dict(shared_prompt=p, trained_only=t, cudnn=True) for p in (True, Fals
 
 @pytest.mark.parametrize("use", LEVERS, ids=lambda u: f"shared_prompt={u['shared_prompt']},trained_only={u['trained_only']}")
 def test_every_lever_setting_steps_with_the_full_forward_gradient(tiny_model_dir, monkeypatch, use):
-    """The fast update's levers (loss.FAST_UPDATE: the shared prompt run once, the LM head only from
+    """The fast update's levers (fast_update.FAST_UPDATE: the shared prompt run once, the LM head only from
     the first trained position) each change how the rows run, never the gradient: two questions'
     groups of two-turn rows with a tool result between the turns, a silent row (A = 0) and a row
     with nothing to train, at micro-batches of 1 to 8 rows, and the stored log-probs too."""
-    monkeypatch.setitem(loss.FAST_UPDATE, "cpu", use)
+    monkeypatch.setitem(fast_update.FAST_UPDATE, "cpu", use)
     model, _ = load_model(tiny_model_dir, "cpu")
     g = torch.Generator().manual_seed(11)
     rand = lambda n: torch.randint(0, 1000, (n,), generator=g).tolist()
@@ -330,7 +331,7 @@ def test_every_lever_setting_steps_with_the_full_forward_gradient(tiny_model_dir
         assert same_gradient(update_gradient(model, samples, micro_batch_size=mb), want), mb
     plain, fast = ([Sample(ids=s.ids, mask=s.mask, adv=s.adv) for s in samples] for _ in range(2))
     loss.fill_logprobs(model, plain, "ref_logp", 1.0, 3, bf16=False)
-    loss.fill_logprobs_fast(model, fast, "ref_logp", 1.0, 3, bf16=False)
+    fast_update.fill_logprobs(model, fast, "ref_logp", 1.0, 3, bf16=False)
     for p, f in zip(plain, fast):  # equal wherever a token is trained; a row with none is left out
         assert (f.ref_logp is None) == (1 not in p.mask)
         if f.ref_logp is not None:
@@ -341,15 +342,15 @@ def test_every_lever_setting_steps_with_the_full_forward_gradient(tiny_model_dir
 def test_without_a_shared_prompt_a_micro_batch_holds_rows_of_several_groups(tiny_model_dir, monkeypatch):
     """shared_prompt off: the rows are not gathered by prompt, so a micro-batch of 4 takes 4 rows of
     two groups; trained_only: the LM head runs from the micro-batch's first trained position."""
-    monkeypatch.setitem(loss.FAST_UPDATE, "cpu", dict(shared_prompt=False, trained_only=True, cudnn=True))
+    monkeypatch.setitem(fast_update.FAST_UPDATE, "cpu", dict(shared_prompt=False, trained_only=True, cudnn=True))
     model, _ = load_model(tiny_model_dir, "cpu")
     samples = [Sample(ids=list(range(10 + 9 * k, 19 + 9 * k)), mask=[0] * (3 + k) + [1] * (6 - k),
                       adv=[0.0] * (3 + k) + [1.0 - k % 2 * 2] * (6 - k)) for k in range(4)]
     rows, starts = [], []
-    forward = loss.logprobs_from
-    monkeypatch.setattr(loss, "logprobs_from", lambda model, ids, attn, t, start, prompt: (
+    forward = fast_update.logprobs_from
+    monkeypatch.setattr(fast_update, "logprobs_from", lambda model, ids, attn, t, start, prompt: (
         rows.append(len(ids)) or starts.append(start) or forward(model, ids, attn, t, start, prompt)))
-    policy_update_fast(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, _args(micro_batch_size=4))
+    fast_update.policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, _args(micro_batch_size=4))
     assert rows == [4] and starts == [2]  # one micro-batch; row 0's first trained token 3 is predicted at 2
 
 
@@ -357,9 +358,9 @@ def test_the_cudnn_lever_chooses_the_attention(monkeypatch):
     """cudnn false: the update enters gpu_step.sdpa_without_cudnn (which on a GPU leaves cuDNN's
     attention out; tests/test_policy.py checks the flags); true: SDPA picks."""
     entered = []
-    monkeypatch.setattr(loss, "sdpa_without_cudnn", lambda model: entered.append(model) or contextlib.nullcontext())
-    with loss.attention("m", dict(cudnn=True)):
+    monkeypatch.setattr(fast_update, "sdpa_without_cudnn", lambda model: entered.append(model) or contextlib.nullcontext())
+    with fast_update.attention("m", dict(cudnn=True)):
         pass
-    with loss.attention("m", dict(cudnn=False)):
+    with fast_update.attention("m", dict(cudnn=False)):
         pass
     assert entered == ["m"]

@@ -215,9 +215,9 @@ def test_the_context_check_covers_the_games(env, tokenizer):
 # ---------------------------------------------------------------- every tool: one line
 def test_evaluate_on_planpath_reports_the_distance(tiny_model_dir, monkeypatch):
     """docs/planpath.md's evaluate command: it ended in KeyError: 'box_distance'."""
-    import policy
+    import fast.decode
     from tools import evaluate
-    monkeypatch.setattr(policy, "generate_turn", lambda model, tok, prefixes, *a, **k: [[28]] * len(prefixes))
+    monkeypatch.setattr(fast.decode, "generate_turn", lambda model, tok, prefixes, *a, **k: [[28]] * len(prefixes))
     out = evaluate.main(["--env", "planpath", "--model", tiny_model_dir, "--n", "3", "--bf16", "false"])
     assert out["n"] == 3 and "distance" in out and "box_distance" not in out
 

@@ -1,43 +1,30 @@
-"""--plain runs the step as the papers' code reads: transformers' generate and the per-row update,
-and no code of the fast path on the way. The fast path is everything below the fast-path banner of
-machinery/decode.py (the decode loop, its cache) and of loss.py (the fast update and its levers), all of
-machinery/cpu_step.py (packed Linears, the written-out step), machinery/gpu_step.py (CUDA graphs)
-and machinery/heap.py, and onednn's pack and call; policy.turn_generator and train.update are the
-only places that choose between the two paths."""
+"""--plain runs the step as the papers' code reads: generation.py's `generate` and loss.py's update,
+and no function of the package `fast` on the way; without --plain the step runs fast's decode loop
+and update (the converse). policy.fast_path is the one seam between the two, and the only place the
+lesson imports `fast` (tests/test_atgrpo.py checks the imports). A traced --plain step enters the
+root's files and machinery/'s plumbing only."""
 import inspect
+import os
 import sys
 
 import pytest
 
-import loss
+import fast
 import train
-from machinery import cpu_step, decode, gpu_step, heap, onednn
+from fast import cpu_step, decode, gpu_step, heap, onednn, update
 
-# (module, the banner that opens its fast path, the banner that closes it or None: to the end)
-BANNERS = [(decode, "# ---------------------------------------------------------------- the fast path", None),
-           (loss, "# ================================================================ machinery: the same update, faster", None)]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAST = (decode, cpu_step, gpu_step, onednn, heap, update)
 
 
 def functions(module):
-    """(code object, first line) of every function and method defined in the module."""
+    """The code object of every function and method defined in the module."""
     for obj in vars(module).values():
         members = vars(obj).values() if inspect.isclass(obj) and obj.__module__ == module.__name__ else [obj]
         for f in members:
             f = getattr(f, "__wrapped__", f)
             if inspect.isfunction(f) and f.__module__ == module.__name__:
                 yield f.__code__
-
-
-def fast_path():
-    """The code objects of the fast path."""
-    fast = set(functions(heap)) | set(functions(cpu_step)) | set(functions(gpu_step))
-    fast |= {onednn.pack.__code__, onednn.linear.__code__}
-    for module, opens, closes in BANNERS:
-        lines = list(enumerate(inspect.getsource(module).splitlines(), 1))
-        start = next(i for i, line in lines if line.startswith(opens))
-        end = next((i for i, line in lines if closes and i > start and line.startswith(closes)), len(lines) + 1)
-        fast |= {c for c in functions(module) if start < c.co_firstlineno < end}
-    return fast
 
 
 def called(argv):
@@ -55,16 +42,32 @@ def called(argv):
     return seen
 
 
+def project_files(codes):
+    """The project's files (relative to the root) whose code ran; not the tests' own, nor a virtual
+    environment's inside the project."""
+    paths = {os.path.relpath(c.co_filename, ROOT) for c in codes if c.co_filename.startswith(ROOT + os.sep)}
+    return {p for p in paths if not p.startswith((".", "tests" + os.sep)) and "site-packages" not in p}
+
+
 @pytest.mark.parametrize("env", ["search", "planpath"])
-def test_a_plain_step_calls_no_fast_path_function(tmp_path, tiny_model_dir, env):
+def test_a_plain_step_calls_no_function_of_the_fast_package(tmp_path, tiny_model_dir, env):
     flags = ["--env", env, "--model", tiny_model_dir, "--steps", "1", "--batch-size", "1", "--num-generations", "2",
              "--max-completion-length", "4", "--max-turns", "2", "--eval-every", "1", "--eval-n", "1",
-             "--beta", "0.04", "--num-iterations", "2", "--micro-batch-size", "2", "--bf16", "false"]
-    fast = fast_path()
-    names = {c.co_name for c in fast}
-    assert {"generate_turn", "draw", "policy_update_fast", "keep_freed_memory", "capture", "leave_batch",
-            "prompt_sets", "fill_logprobs_fast", "packed_linears", "decode_step", "pack", "linear"} <= names
-    default = called([*flags, "--out", str(tmp_path / "default")]) & fast
-    assert {"generate_turn", "policy_update_fast", "fill_logprobs_fast"} <= {c.co_name for c in default}
-    plain = called([*flags, "--plain", "true", "--out", str(tmp_path / "plain")]) & fast
-    assert not plain, sorted(f"{c.co_name} ({c.co_filename}:{c.co_firstlineno})" for c in plain)
+             "--beta", "0.04", "--num-iterations", "2", "--micro-batch-size", "2", "--bf16", "true"]
+    quick = {c for module in FAST for c in functions(module)}
+    assert {"generate_turn", "draw", "policy_update", "fill_logprobs", "keep_freed_memory", "capture", "leave_batch",
+            "prompt_sets", "packed_linears", "decode_step", "pack", "linear"} <= {c.co_name for c in quick}
+    default = called([*flags, "--out", str(tmp_path / "default")])
+    ran = {(c.co_name, os.path.basename(c.co_filename)) for c in default & quick}
+    assert {("generate_turn", "decode.py"), ("policy_update", "update.py"), ("fill_logprobs", "update.py"),
+            ("keep_freed_memory", "heap.py")} <= ran
+    plain = called([*flags, "--plain", "true", "--out", str(tmp_path / "plain")])
+    assert not plain & quick, sorted(f"{c.co_name} ({c.co_filename}:{c.co_firstlineno})" for c in plain & quick)
+    files = project_files(plain)
+    assert files and all(os.sep not in f or f.startswith("machinery" + os.sep) for f in files), sorted(files)
+    assert not any(f.startswith("fast" + os.sep) for f in project_files(plain)), sorted(files)
+
+
+def test_the_seam_answers_by_plain_alone():
+    assert train.fast_path(train.parse_args(["--plain", "true"])) is None
+    assert train.fast_path(train.parse_args([])) is fast

@@ -1,7 +1,7 @@
-"""env_planpath.py: the grid, the BFS solver (two optimal paths, walls, no path), the rewards by
-hand (closer, farther, blocked, the goal with and without the optimal bonus, the team reward),
-the two-role task, the levels and their fixed answers, and the task played through atgrpo.py
-and the evaluation with scripted policies."""
+"""planpath.py, the game: the grid, the BFS solver (two optimal paths, walls, no path), the rewards
+by hand (closer, farther, blocked, the goal with and without the optimal bonus), the levels and
+their fixed answers. env_planpath.py, the task: the team reward, the two-role task, and the task
+played through atgrpo.py and the evaluation with scripted policies."""
 import re
 from types import SimpleNamespace as NS
 
@@ -9,48 +9,49 @@ import pytest
 
 import atgrpo
 import env_planpath as pp
+import planpath
 from evaluate_games import constant_successes, evaluate
 from scripts.planpath_constants import follow_words
 
-OPEN = pp.parse_grid("#####\n#@..#\n#...#\n#..G#\n#####")  # two ways round: D first or R first
-WALLED = pp.parse_grid("#####\n#@#G#\n#...#\n#####")  # Manhattan 2, BFS 4 (D R R U)
-SHUT = pp.parse_grid("#####\n#@#G#\n#####")
+OPEN = planpath.parse_grid("#####\n#@..#\n#...#\n#..G#\n#####")  # two ways round: D first or R first
+WALLED = planpath.parse_grid("#####\n#@#G#\n#...#\n#####")  # Manhattan 2, BFS 4 (D R R U)
+SHUT = planpath.parse_grid("#####\n#@#G#\n#####")
 
 
 def test_parse_and_render_round_trip_and_bad_grids():
-    assert pp.render(OPEN) == "#####\n#@..#\n#...#\n#..G#\n#####"
+    assert planpath.render(OPEN) == "#####\n#@..#\n#...#\n#..G#\n#####"
     assert (OPEN.pos, OPEN.goal, OPEN.shape) == ((1, 1), (3, 3), (5, 5))
-    assert pp.grid_text(WALLED) == "# # # # #\n# @ # G #\n# _ _ _ #\n# # # # #"
+    assert planpath.grid_text(WALLED) == "# # # # #\n# @ # G #\n# _ _ _ #\n# # # # #"
     with pytest.raises(ValueError, match=r"unknown grid symbols \['x'\]"):
-        pp.parse_grid("#x@G#")
+        planpath.parse_grid("#x@G#")
     with pytest.raises(ValueError, match="one @ and one G, found 1 and 0"):
-        pp.parse_grid("#@.#")
+        planpath.parse_grid("#@.#")
 
 
 def test_a_move_into_a_wall_or_off_the_grid_is_blocked():
-    assert pp.move(WALLED, "R") == (WALLED, True)  # a wall
-    assert pp.move(pp.parse_grid("@.G"), "U") == (pp.parse_grid("@.G"), True)  # off the grid
-    after, blocked = pp.move(WALLED, "D")
+    assert planpath.move(WALLED, "R") == (WALLED, True)  # a wall
+    assert planpath.move(planpath.parse_grid("@.G"), "U") == (planpath.parse_grid("@.G"), True)  # off the grid
+    after, blocked = planpath.move(WALLED, "D")
     assert not blocked and after.pos == (2, 1) and after.walls == WALLED.walls
 
 
 def test_the_solver_finds_every_optimal_first_move_and_counts_walls():
-    assert pp.distance(OPEN) == 4 and pp.optimal_moves(OPEN) == "DR"
-    assert pp.solve(OPEN) == "DDRR"
-    assert pp.distance(WALLED) == 4 and pp.optimal_moves(WALLED) == "D"  # Manhattan would say 2, and R
-    assert pp.solve(WALLED) == "DRRU" and pp.solves(WALLED, "DRRU")
-    assert pp.distance(SHUT) is None and pp.solve(SHUT) is None and pp.optimal_moves(SHUT) == ""
+    assert planpath.distance(OPEN) == 4 and planpath.optimal_moves(OPEN) == "DR"
+    assert planpath.solve(OPEN) == "DDRR"
+    assert planpath.distance(WALLED) == 4 and planpath.optimal_moves(WALLED) == "D"  # Manhattan would say 2, and R
+    assert planpath.solve(WALLED) == "DRRU" and planpath.solves(WALLED, "DRRU")
+    assert planpath.distance(SHUT) is None and planpath.solve(SHUT) is None and planpath.optimal_moves(SHUT) == ""
 
 
 def test_local_rewards_by_hand():
-    at = lambda grid, pos: pp.Grid(grid.walls, grid.goal, pos, grid.shape)  # noqa: E731
-    assert pp.play(WALLED, "D", 4)[1:] == (pytest.approx(-0.01 + 1.0), 0, 1)  # closer: 0.99
-    assert pp.play(at(OPEN, (2, 2)), "U", 2)[1] == pytest.approx(-0.01 - 1.0)  # farther: -1.01
-    assert pp.play(WALLED, "R", 4)[1:] == (pytest.approx(-0.10), 1, 1)  # blocked: no shaping
+    at = lambda grid, pos: planpath.Grid(grid.walls, grid.goal, pos, grid.shape)  # noqa: E731
+    assert planpath.play(WALLED, "D", 4)[1:] == (pytest.approx(-0.01 + 1.0), 0, 1)  # closer: 0.99
+    assert planpath.play(at(OPEN, (2, 2)), "U", 2)[1] == pytest.approx(-0.01 - 1.0)  # farther: -1.01
+    assert planpath.play(WALLED, "R", 4)[1:] == (pytest.approx(-0.10), 1, 1)  # blocked: no shaping
     # the goal in the optimal 4 moves: 4 * 0.99 + 1 + 0.5; one blocked move first: no bonus
-    assert pp.play(WALLED, "DRRU", 4)[1] == pytest.approx(4 * 0.99 + 1.0 + 0.5)
-    assert pp.play(WALLED, "RDRRU", 4)[1] == pytest.approx(-0.10 + 4 * 0.99 + 1.0)
-    after, reward, blocked, played = pp.play(WALLED, "DRRUDD", 4)  # play stops at the goal
+    assert planpath.play(WALLED, "DRRU", 4)[1] == pytest.approx(4 * 0.99 + 1.0 + 0.5)
+    assert planpath.play(WALLED, "RDRRU", 4)[1] == pytest.approx(-0.10 + 4 * 0.99 + 1.0)
+    after, reward, blocked, played = planpath.play(WALLED, "DRRUDD", 4)  # play stops at the goal
     assert after.pos == after.goal and played == 4 and reward == pytest.approx(5.46)
 
 
@@ -66,11 +67,11 @@ def test_the_optimal_bonus_counts_the_moves_of_earlier_turns():
 
 
 def test_team_reward_and_the_agent_reward_with_alpha():
-    two_closer = pp.play(WALLED, "DR", 4)[0]
+    two_closer = planpath.play(WALLED, "DR", 4)[0]
     assert pp.team_reward(WALLED, two_closer) == 2
-    one_left = pp.play(WALLED, "DRR", 4)[0]
-    assert pp.team_reward(one_left, pp.move(one_left, "U")[0]) == 1 + 1.0  # + the goal
-    assert pp.team_reward(two_closer, pp.move(two_closer, "L")[0]) == -1
+    one_left = planpath.play(WALLED, "DRR", 4)[0]
+    assert pp.team_reward(one_left, planpath.move(one_left, "U")[0]) == 1 + 1.0  # + the goal
+    assert pp.team_reward(two_closer, planpath.move(two_closer, "L")[0]) == -1
     task = pp.PlanPathTask(WALLED, alpha=0.5, planner=False)
     assert task.act("executor", "<answer>D</answer>") == pytest.approx(0.99 + 0.5 * 1)
 
@@ -79,7 +80,7 @@ def test_an_answer_without_moves_costs_more_than_any_move():
     task = pp.PlanPathTask(WALLED, planner=False)
     assert task.act("executor", "I would go down.") == pp.FORMAT_PENALTY == -3.0
     assert task.answers == ("-",) and task.state == WALLED
-    worst = -0.01 - pp.SHAPING - 1.0 * 1  # farther, local and team at alpha 1
+    worst = -0.01 - planpath.SHAPING - 1.0 * 1  # farther, local and team at alpha 1
     assert pp.FORMAT_PENALTY < worst
 
 
@@ -114,24 +115,24 @@ def test_the_user_message_says_where_the_goal_is():
 
 
 def test_levels_are_seeded_and_their_paths_in_bounds():
-    assert pp.level_for(5) == pp.level_for(5) and pp.level_for(5) != pp.level_for(6)
-    assert all(3 <= pp.distance(pp.level_for(s)) <= 4 for s in range(200))
-    assert {pp.distance(pp.level_for(s, 8, solution=(1, None))) for s in range(200)} >= {1, 2, 5}
+    assert planpath.level_for(5) == planpath.level_for(5) and planpath.level_for(5) != planpath.level_for(6)
+    assert all(3 <= planpath.distance(planpath.level_for(s)) <= 4 for s in range(200))
+    assert {planpath.distance(planpath.level_for(s, 8, solution=(1, None))) for s in range(200)} >= {1, 2, 5}
     with pytest.raises(ValueError, match="at least 3"):
-        pp.level_for(0, size=2)
+        planpath.level_for(0, size=2)
     with pytest.raises(ValueError, match="in order"):
-        pp.level_for(0, solution=(4, 3))
+        planpath.level_for(0, solution=(4, 3))
     with pytest.raises(ValueError, match="no level with a path of 30 to any moves"):
-        pp.level_for(0, size=5, solution=(30, None))
+        planpath.level_for(0, size=5, solution=(30, None))
 
 
 def test_fixed_answers_by_hand_and_on_the_default_test_levels():
-    right, down = pp.parse_grid("@.G"), pp.parse_grid("@\n.\nG")
-    found = constant_successes(pp.solves, (right, down), 3, ("R", "D", "RD", "U"))
+    right, down = planpath.parse_grid("@.G"), planpath.parse_grid("@\n.\nG")
+    found = constant_successes(planpath.solves, (right, down), 3, ("R", "D", "RD", "U"))
     assert found == {"R": 0.5, "D": 0.5, "RD": 0.5, "U": 0.0}  # RD: R, D (blocked), R reaches the right one
-    assert constant_successes(pp.solves, (right, down), 3, ("RRD",))["RRD"] == 0.5
-    levels = tuple(pp.level_for(10 ** 9 + i) for i in range(64))
-    assert max(constant_successes(pp.solves, levels, 4).values()) == 0.125  # measured: UL, ULUL, ... 8 of 64
+    assert constant_successes(planpath.solves, (right, down), 3, ("RRD",))["RRD"] == 0.5
+    levels = tuple(planpath.level_for(10 ** 9 + i) for i in range(64))
+    assert max(constant_successes(planpath.solves, levels, 4).values()) == 0.125  # measured: UL, ULUL, ... 8 of 64
 
 
 # ---------------------------------------------------------------- through atgrpo.py and the evaluation
@@ -139,7 +140,7 @@ def grid_in(messages):
     """The current grid of a prompt (the first one shown), read back from its text."""
     text = messages[-1]["content"].split("The grid:\n")[1]
     rows = [r for r in text.split("\n") if re.fullmatch(r"[#_@G ]+", r)]
-    return pp.parse_grid("\n".join(r.replace(" ", "").replace("_", ".") for r in rows[:rows[0].count(" ") + 1]))
+    return planpath.parse_grid("\n".join(r.replace(" ", "").replace("_", ".") for r in rows[:rows[0].count(" ") + 1]))
 
 
 def scripted(answer):
@@ -169,7 +170,7 @@ def test_tree_sampling_and_trajectories_through_atgrpo():
 
 def test_the_evaluation_with_a_solver_and_with_a_fixed_answer():
     seeds = [10 ** 9 + i for i in range(8)]
-    solver = evaluate(scripted(lambda g: pp.solve(g)[0]), seeds, ARGS, pp)
+    solver = evaluate(scripted(lambda g: planpath.solve(g)[0]), seeds, ARGS, pp)
     assert solver["success"] == 1.0 and solver["success_each"] == "1" * 8 and solver["distance"] == 0
     assert solver["board_ablation_success"] < 1.0  # it solves another level's grid instead
     assert solver["best_constant_success"] < 1.0
@@ -183,7 +184,7 @@ def test_following_the_words_goes_round_a_wall_only_when_told():
     OPEN: D D R R by the words, 4 moves."""
     assert follow_words([WALLED], 4) == 0 and follow_words([WALLED], 4, around_walls=True) == 0
     assert follow_words([OPEN], 4) == 1 and follow_words([OPEN], 3) == 0
-    detour = pp.parse_grid("#####\n#@..#\n##..#\n#..G#\n#####")  # D blocked at the start: R then D
+    detour = planpath.parse_grid("#####\n#@..#\n##..#\n#..G#\n#####")  # D blocked at the start: R then D
     assert follow_words([detour], 4) == 0 and follow_words([detour], 4, around_walls=True) == 1
 
 
@@ -223,8 +224,8 @@ def test_the_no_r_rule_of_planpath_solved_sets():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
     import planpath_solved_sets as sets
     assert pp.named_moves(OPEN) == ["D", "R"] and not sets.no_r_solves(OPEN, 4)
-    assert sets.no_r_solves(pp.parse_grid("###\n#@#\n#.#\n#G#\n###"), 4)
-    round_wall = pp.parse_grid("#####\n#G.##\n##.@#\n#...#\n#####")
+    assert sets.no_r_solves(planpath.parse_grid("###\n#@#\n#.#\n#G#\n###"), 4)
+    round_wall = planpath.parse_grid("#####\n#G.##\n##.@#\n#...#\n#####")
     assert pp.named_moves(round_wall) == ["U", "L"] and sets.no_r_solves(round_wall, 3)
     assert not sets.no_r_solves(round_wall, 2)
 
@@ -242,13 +243,13 @@ def test_a_public_level_by_hand():
     """Seed 3 as the public code draws it (PettingLLMs, PlanPathGridEnvState(seed=3), checked
     against its code when written): 10 x 10, no border (row 4 is all floor), 19 walls, you at
     (3, 7), the goal at (9, 3): 6 rows down and 4 columns left, 10 moves, no detour."""
-    level = pp.public_level_for(3)
-    assert pp.render(level) == PUBLIC_3 and level.shape == (10, 10) and len(level.walls) == 19
-    assert (level.pos, level.goal) == ((3, 7), (9, 3)) and pp.distance(level) == manhattan(level) == 10
-    assert pp.solve(level) == "DDLLDLDDDL" and pp.solves(level, "DDLLDLDDDL")
-    assert pp.move(level, "U")[0].pos == (2, 7)
-    corner = pp.Grid(level.walls, level.goal, (0, 0), level.shape)  # off the grid is blocked, as in the public code
-    assert pp.move(corner, "U") == (corner, True) and pp.move(corner, "L") == (corner, True)
+    level = planpath.public_level_for(3)
+    assert planpath.render(level) == PUBLIC_3 and level.shape == (10, 10) and len(level.walls) == 19
+    assert (level.pos, level.goal) == ((3, 7), (9, 3)) and planpath.distance(level) == manhattan(level) == 10
+    assert planpath.solve(level) == "DDLLDLDDDL" and planpath.solves(level, "DDLLDLDDDL")
+    assert planpath.move(level, "U")[0].pos == (2, 7)
+    corner = planpath.Grid(level.walls, level.goal, (0, 0), level.shape)  # off the grid is blocked, as in the public code
+    assert planpath.move(corner, "U") == (corner, True) and planpath.move(corner, "L") == (corner, True)
 
 
 def test_public_levels_are_seeded_and_have_the_public_shape_walls_and_paths():
@@ -256,31 +257,32 @@ def test_public_levels_are_seeded_and_have_the_public_shape_walls_and_paths():
     (the border too: there is none), start and goal apart and joined, paths of any length. Measured
     with scripts/planpath_constants.py --levels public: 481 moves in all (mean 7.52), from 1 to
     19, and 19 levels whose shortest path is longer than the Manhattan distance (a detour)."""
-    assert pp.public_level_for(5) == pp.public_level_for(5) != pp.public_level_for(6)
-    levels = [pp.public_level_for(10 ** 9 + i) for i in range(64)]
+    assert planpath.public_level_for(5) == planpath.public_level_for(5) != planpath.public_level_for(6)
+    levels = [planpath.public_level_for(10 ** 9 + i) for i in range(64)]
     cells = {(r, c) for r in range(10) for c in range(10)}
     border = {(r, c) for r, c in cells if r in (0, 9) or c in (0, 9)}
     assert all(g.shape == (10, 10) and g.walls <= cells and g.pos != g.goal for g in levels)
     assert all(g.pos not in g.walls and g.goal not in g.walls for g in levels)
     assert sum(len(g.walls) for g in levels) == 1424  # 0.2225 of the 6,400 cells
     assert 0.15 < sum(len(g.walls & border) for g in levels) / (64 * len(border)) < 0.30
-    paths = [pp.distance(g) for g in levels]
+    paths = [planpath.distance(g) for g in levels]
     assert sum(paths) == 481 and (min(paths), max(paths)) == (1, 19)
     assert sum(d > manhattan(g) for g, d in zip(levels, paths)) == 19
     with pytest.raises(ValueError, match="no public level with a path in 5 tries"):
-        pp.public_level_for(0, wall_ratio=1.0, tries=5)
+        planpath.public_level_for(0, wall_ratio=1.0, tries=5)
 
 
 def test_make_level_reads_the_levels_flag_and_the_default_is_unchanged():
     """levels "public" gives the public level of the seed whatever --size says; "ours", or a
     namespace from before the flag (ARGS), gives level_for's level as before."""
     ours = [pp.make_level(10 ** 9 + i, ARGS) for i in range(8)]
-    assert ours == [pp.level_for(10 ** 9 + i) for i in range(8)]
+    assert ours == [planpath.level_for(10 ** 9 + i) for i in range(8)]
     assert ours == [pp.make_level(10 ** 9 + i, NS(**vars(ARGS), levels="ours")) for i in range(8)]
     public = NS(**vars(ARGS), levels="public")
-    assert [pp.make_level(10 ** 9 + i, public) for i in range(8)] == [pp.public_level_for(10 ** 9 + i) for i in range(8)]
+    assert [pp.make_level(10 ** 9 + i, public) for i in range(8)] == [planpath.public_level_for(10 ** 9 + i)
+                                                                     for i in range(8)]
     task = pp.make_tasks([3], public)[0]
-    assert task.level == pp.public_level_for(3) and task.max_turns == 4 and task.moves_per_turn == 1
+    assert task.level == planpath.public_level_for(3) and task.max_turns == 4 and task.moves_per_turn == 1
 
 
 def test_the_levels_flag_and_its_one_line_errors(capsys):

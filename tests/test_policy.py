@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from loss import token_logprobs
-from machinery import onednn
-from machinery.decode import cut_at_stop, generate_turn, hf_generate_turn
+from fast import onednn
+from fast.decode import generate_turn
+from generation import cut_at_stop, hf_generate_turn
 from policy import load_model
 
 
@@ -42,7 +43,7 @@ def test_generate_turn_cuts_at_stop_and_keeps_ids(tiny_model_dir):
 
 def test_sampling_probs_equal_transformers_temperature_and_top_p():
     from transformers import TemperatureLogitsWarper, TopPLogitsWarper
-    from machinery.decode import sampling_probs
+    from fast.decode import sampling_probs
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(4, 500, generator=g) * 3
     logits[0, :3] = torch.tensor([10.0, 9.0, 8.0])  # a peaked row: top-p keeps only a few tokens
@@ -63,7 +64,7 @@ def test_draw_samples_the_given_distribution():
     """decode.draw against its distribution: a chi-square test over 40,000 draws of rows with
     zeros among their probabilities (df = 4 nonzero categories - 1; 16.27 is the 0.001 quantile),
     and no token of probability 0 ever drawn."""
-    from machinery.decode import draw
+    from fast.decode import draw
     probs = torch.tensor([0.0, 0.4, 0.0, 0.25, 0.2, 0.15, 0.0])
     torch.manual_seed(0)
     counts = torch.bincount(draw(probs.expand(40000, -1)), minlength=7).float()
@@ -80,7 +81,7 @@ def test_draw_samples_the_given_distribution():
 def test_draw_never_returns_a_zero_probability_token_at_the_ends(monkeypatch, u, token):
     """u = 0 must not pick a leading zero; u at (or rounded to) the total must not run past the
     last token or pick a trailing zero."""
-    from machinery.decode import draw
+    from fast.decode import draw
     monkeypatch.setattr(torch, "rand_like", lambda x: torch.full_like(x, u))
     assert draw(torch.tensor([[0.0, 0.3, 0.7, 0.0]])).tolist() == [token]
 
@@ -125,7 +126,7 @@ def test_a_gpu_turn_attends_without_cudnn(tiny_model_dir, monkeypatch):
     The GPU branch is taken here with a stand-in model on "cuda" (flags only: the attention below
     still runs on the CPU), and the tokens do not change."""
     from types import SimpleNamespace
-    from machinery import decode
+    from fast import decode
     model, tok = load_model(tiny_model_dir, "cpu")
     prompts = [[5, 6, 7], [8, 9]]
     sdpa, seen = torch.nn.functional.scaled_dot_product_attention, []
@@ -148,7 +149,7 @@ def test_no_ready_mask_where_a_layer_has_a_sliding_window():
     such models keep the 2-D mask (and transformers' own cache)."""
     from types import SimpleNamespace
     from transformers import Qwen2Config
-    from machinery.decode import one_token_mask, turn_cache
+    from fast.decode import one_token_mask, turn_cache
     attn = torch.ones(2, 5, dtype=torch.long)
     for types, ready in ((["full_attention"] * 2, True), (["sliding_attention", "full_attention"], False)):
         config = Qwen2Config(num_hidden_layers=2, layer_types=types, use_sliding_window=not ready, sliding_window=4)
@@ -162,7 +163,7 @@ def test_no_ready_mask_where_a_layer_has_a_sliding_window():
                                         ([[1, 2, 3]], 0), ([[1, 2], [3, 2]], 0), ([[7], [7, 8]], 0),
                                         ([[4, 5, 6], [4, 5, 6, 1], [4, 5, 9]], 2)])
 def test_shared_length_leaves_every_prompt_a_token_of_its_own(prompts, n):
-    from machinery.decode import shared_length
+    from fast.decode import shared_length
     assert shared_length(prompts) == n
 
 
@@ -175,7 +176,8 @@ def test_a_shared_start_is_prefilled_once_and_decodes_as_generate(tiny_model_dir
     start = list(range(100, 140))
     prompts = [start + [5, 6, 7], start + [9], start + [5, 6, 7], start + [11, 12, 13, 14, 15]]
     ends = set()
-    monkeypatch.setattr("machinery.decode.end_of_turn_ids", lambda tok, model: frozenset(ends))
+    for where in ("generation.end_of_turn_ids", "fast.decode.end_of_turn_ids"):  # both paths end turns there
+        monkeypatch.setattr(where, lambda tok, model: frozenset(ends))
     ends.add(hf_generate_turn(model, tok, prompts, 10, greedy=True, bf16=False)[1][-1])
     ref = hf_generate_turn(model, tok, prompts, 10, greedy=True, bf16=False)  # row 1 stops
     calls = []
@@ -200,8 +202,9 @@ def turn_logits(model, packed, bf16=True, written=False, steps=2):
     with the mask the decode loop hands it, decode.one_token_mask), the Linears packed
     (cpu_step.packed_linears, a sampled turn) or as F.linear computes them; with `written`, the
     steps through cpu_step.decode_step (cpu_step.written_out_steps)."""
-    from machinery.cpu_step import packed_linears, written_out_steps
-    from machinery.decode import left_padded, one_token_mask, turn_cache
+    from fast.cpu_step import packed_linears, written_out_steps
+    from fast.decode import one_token_mask, turn_cache
+    from generation import left_padded
     from machinery.precision import autocast
     ids, attn, pos = left_padded([[5, 6, 7, 8, 9], [11, 12, 13]], 0, "cpu")
     out, cache = [], turn_cache(model.config, 6 + steps)
@@ -231,7 +234,7 @@ def test_packed_linears_compute_what_autocast_computes(model_dir, request, monke
     head too; Qwen2's query, key and value projections have a bias): the logits are bit for bit
     those of F.linear under autocast, and after the turn every Linear is plain again."""
     from conftest import force_cpu_bf16
-    from machinery import cpu_step
+    from fast import cpu_step
     force_cpu_bf16(monkeypatch, True)
     model, _ = load_model(request.getfixturevalue(model_dir), "cpu")
     random_biases(model)
@@ -247,7 +250,7 @@ def test_packed_weights_follow_an_optimizer_step(tiny_model_dir, monkeypatch):
     """The packed copies are kept across turns while the weights stay the same, and packed again
     once an optimizer step has changed them: a turn after the step computes with the new weights."""
     from conftest import force_cpu_bf16
-    from machinery import cpu_step
+    from fast import cpu_step
     force_cpu_bf16(monkeypatch, True)
     model, _ = load_model(tiny_model_dir, "cpu")
     before = turn_logits(model, packed=True)
@@ -266,7 +269,7 @@ def test_fp32_packs_sampled_turns_only_and_bf16_only_where_native(tiny_model_dir
     """fp32: a sampled turn is packed, a greedy one keeps F.linear (MKL: generate's exact sums).
     bf16 autocast: packed only where oneDNN has native bf16 kernels (not on a laptop's AVX2, where
     it cannot pack bf16 weights), greedy or not. Never without oneDNN."""
-    from machinery import cpu_step
+    from fast import cpu_step
     from machinery.precision import autocast
     model, _ = load_model(tiny_model_dir, "cpu")
     assert cpu_step.packable(model) and not cpu_step.packable(model, greedy=True)
@@ -281,10 +284,11 @@ def test_fp32_packs_sampled_turns_only_and_bf16_only_where_native(tiny_model_dir
 
 
 def test_without_onednn_s_private_ops_a_packed_turn_runs_f_linear(tiny_model_dir, monkeypatch):
-    """machinery/onednn.py's fallback, for a torch build without torch.ops.mkldnn's private ops: the
+    """fast/onednn.py's fallback, for a torch build without torch.ops.mkldnn's private ops: the
     weights are kept as they are, every Linear runs F.linear (fp32: MKL's exact sums, so the logits
-    of the unpacked turn bit for bit), and no CPU counts as bf16-native."""
-    from machinery import cpu_step
+    of the unpacked turn bit for bit), and oneDNN packs no bf16 weight. Whether a run computes in
+    bf16 does not ask oneDNN (machinery/precision.py)."""
+    from fast import cpu_step
     monkeypatch.setattr(onednn, "PACK", None)
     monkeypatch.setattr(onednn, "private", lambda name: None)
     model, _ = load_model(tiny_model_dir, "cpu")
@@ -301,7 +305,7 @@ def test_without_onednn_s_private_ops_a_packed_turn_runs_f_linear(tiny_model_dir
 def test_packed_fp32_linears_compute_within_rounding(model_dir, request):
     """A sampled fp32 turn over packed weights: the logits of F.linear up to fp32 rounding (oneDNN
     adds up in another order than MKL), biases included."""
-    from machinery import cpu_step
+    from fast import cpu_step
     model, _ = load_model(request.getfixturevalue(model_dir), "cpu")
     random_biases(model)
     cpu_step.PACKED.clear()
@@ -314,7 +318,7 @@ def test_packed_fp32_linears_compute_within_rounding(model_dir, request):
 def test_a_turn_packs_as_packable_says(tiny_model_dir, monkeypatch):
     """generate_turn hands packed_linears whether the turn is greedy: in fp32 a greedy turn packs
     nothing, a sampled one every Linear."""
-    from machinery import cpu_step, decode
+    from fast import cpu_step, decode
     model, tok = load_model(tiny_model_dir, "cpu")
     linears = sum(type(m) is torch.nn.Linear for m in model.modules())
     for greedy, packed in ((True, 0), (False, linears)):
@@ -335,7 +339,8 @@ def test_graphed_steps_decode_as_generate(model_dir, request, monkeypatch):
     start = list(range(100, 140))
     prompts = [start + [5, 6, 7], start + [9], start + [5, 6, 7], start + [11, 12, 13, 14, 15]]
     ends = set()
-    monkeypatch.setattr("machinery.decode.end_of_turn_ids", lambda tok, model: frozenset(ends))
+    for where in ("generation.end_of_turn_ids", "fast.decode.end_of_turn_ids"):  # both paths end turns there
+        monkeypatch.setattr(where, lambda tok, model: frozenset(ends))
     calls = []
     hook = model.register_forward_hook(lambda m, a, k, out: calls.append((k["input_ids"].shape, out.logits[:, -1])),
                                        with_kwargs=True)
@@ -358,7 +363,7 @@ def test_a_fixed_shape_cache_zeroes_its_unwritten_keys():
     """TurnLayer.fix_shape: from then on a step writes its key at the position held on the device
     and returns the turn's whole buffer; the buffer past the prompt is zeroed (a masked key still
     enters attention's sums times 0, and 0 x NaN is NaN)."""
-    from machinery.decode import TurnLayer
+    from fast.decode import TurnLayer
     layer = TurnLayer(6)
     keys = torch.arange(24.).view(1, 2, 3, 4)
     layer.update(keys, -keys)
@@ -377,7 +382,7 @@ def test_a_fixed_shape_cache_zeroes_its_unwritten_keys():
 def test_a_cuda_turn_replays_a_graph_and_keeps_the_tokens(tiny_model_dir, bf16, monkeypatch):
     """On a GPU the steps are captured once and replayed (gpu_step.GraphedSteps): the greedy tokens
     of the same steps run eagerly (the capture switched off), and in fp32 those of `generate`."""
-    from machinery import decode, gpu_step
+    from fast import decode, gpu_step
     model, tok = load_model(tiny_model_dir, "cuda")
     prompts = [[5, 6, 7], [8, 9], [5, 6, 7], [10, 11, 12, 13]]
     captured, capture = [], decode.GraphedSteps.capture
@@ -390,7 +395,7 @@ def test_a_cuda_turn_replays_a_graph_and_keeps_the_tokens(tiny_model_dir, bf16, 
     monkeypatch.setattr(gpu_step.GraphedSteps, "capture", eager)
     assert graphed == decode.generate_turn(model, tok, prompts, 24, greedy=True, bf16=bf16)
     if not bf16:
-        assert graphed == decode.hf_generate_turn(model, tok, prompts, 24, greedy=True, bf16=False)
+        assert graphed == hf_generate_turn(model, tok, prompts, 24, greedy=True, bf16=False)
 
 
 @pytest.mark.bundled
@@ -442,7 +447,8 @@ def test_turn_cache_decodes_exactly_as_the_growing_cache(tiny_model_dir, bf16, m
     the CPU has no native bf16) or off."""
     from conftest import force_cpu_bf16
     from machinery.precision import autocast
-    from machinery.decode import left_padded, turn_cache
+    from fast.decode import turn_cache
+    from generation import left_padded
     force_cpu_bf16(monkeypatch, bf16)
     model, tok = load_model(tiny_model_dir, "cpu")
     prompts = [[5, 6, 7, 8, 9], [11, 12, 13], [5, 6, 7, 8, 9]]

@@ -14,7 +14,8 @@ import os
 import pytest
 import torch
 
-from machinery import decode
+from fast import decode
+import generation
 import env_search
 from tools import evaluate
 import policy
@@ -63,7 +64,7 @@ class Recorder:
 
 def settings(**kw):
     base = dict(prefill="<reasoning>", max_completion_length=24, temperature=1.0, top_p=1.0,
-                hf_generate=False, plain=False, bf16=False)
+                plain=False, bf16=False)
     return type("Settings", (), {**base, **kw})
 
 
@@ -86,9 +87,9 @@ def test_the_fixture_has_qwen25_ids_template_and_padded_vocabulary(qwen_dir):
 
 def test_end_of_turn_ids_for_qwen_and_the_bundled_model(qwen_dir, tokenizer):
     model, tok = policy.load_model(qwen_dir, "cpu")
-    assert decode.template_end_of_turn(tok) == IM_END
-    assert decode.end_of_turn_ids(tok, model) == {IM_END, ENDOFTEXT}  # both variants, by two routes
-    assert decode.end_of_turn_ids(tokenizer, None) == {tokenizer.eos_token_id}  # SmolLM2: <|im_end|>
+    assert generation.template_end_of_turn(tok) == IM_END
+    assert generation.end_of_turn_ids(tok, model) == {IM_END, ENDOFTEXT}  # both variants, by two routes
+    assert generation.end_of_turn_ids(tokenizer, None) == {tokenizer.eos_token_id}  # SmolLM2: <|im_end|>
 
 
 # ---------------------------------------------------------------- breakage 1: padded vocabulary
@@ -99,7 +100,7 @@ def test_a_sampled_id_beyond_the_tokenizer_neither_crashes_nor_shows(qwen_dir, r
     prompt = policy.prompt_ids(tok, env.messages, "<reasoning>")
     script = ids(tok, " Rome") + [151_900] + ids(tok, " it is</reasoning>") + [IM_END]
     with steered(model, {len(prompt): script}):
-        samples, _ = policy.play_episodes(model, tok, [env], settings(hf_generate=reference),
+        samples, _ = policy.play_episodes(model, tok, [env], settings(plain=reference),
                                           env_search.STOP_STRINGS)
     assert samples[0].ids == prompt + script
     assert env.said == ["<reasoning> Rome it is</reasoning>"]  # the id decodes as nothing
@@ -116,7 +117,7 @@ def test_im_end_ends_the_turn_and_nothing_after_it_is_graded(qwen_dir, reference
     prompt = policy.prompt_ids(tok, env.messages, "<reasoning>")
     written = ids(tok, " Paris is it") + [IM_END] + ids(tok, "\n") + [IM_START] + ids(tok, "user Good. Now<answer>\nRome</answer>")
     with steered(model, {len(prompt): written}):
-        samples, _ = policy.play_episodes(model, tok, [env], settings(hf_generate=reference),
+        samples, _ = policy.play_episodes(model, tok, [env], settings(plain=reference),
                                           env_search.STOP_STRINGS)
     turn = samples[0].ids[len(prompt):]
     assert turn == ids(tok, " Paris is it") + [IM_END] and samples[0].turn[-1] == 1  # kept and trained
@@ -162,7 +163,7 @@ def test_generate_and_the_decode_loop_stop_alike_and_train_no_padding(qwen_dir):
     runs = {}
     for reference in (False, True):
         with steered(model, scripts):
-            turn = decode.hf_generate_turn if reference else decode.generate_turn
+            turn = generation.hf_generate_turn if reference else decode.generate_turn
             runs[reference] = turn(model, tok, prompts, 12, stop_strings=env_search.STOP_STRINGS, greedy=True, bf16=False)
     assert runs[False] == runs[True]
     assert runs[True][0] == body + [IM_END] and runs[True][1] == body + ids(tok, " here") + [ENDOFTEXT]

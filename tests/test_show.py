@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from machinery import checkpoint
+from machinery import checkpoint, rollout_files
 from tools import show
 
 PROMPT = ["<|im_start|>", "user\nWho wrote Hamlet?", "<|im_end|>\n"]
@@ -91,7 +91,7 @@ def test_group_and_step_selection(tmp_path):
     assert "all 0 in this group (equal rewards)" in page
     page = open(show.main([out, "--step", "1"])).read()
     assert "group 0 (of 0-0): question 1: who?" in page  # no group trains: the first one
-    assert show.pick_group(show.groups_of(SEARCH)) == 1
+    assert rollout_files.pick_group(rollout_files.groups_of(SEARCH)) == 1
 
 
 def test_at_grpo_group_marks_the_chosen_candidate(tmp_path):

@@ -19,6 +19,9 @@ import policy
 import retrieval
 import rewards
 from tools import show
+import fast.decode
+import fast.heap
+import fast.update
 import train
 from sample import Sample
 
@@ -36,7 +39,7 @@ def ids(tok, text):
 
 
 def args_for(**kw):
-    base = dict(prefill="<reasoning>", max_calls=1, max_completion_length=64, temperature=1.0, top_p=1.0, hf_generate=False, plain=False,
+    base = dict(prefill="<reasoning>", max_calls=1, max_completion_length=64, temperature=1.0, top_p=1.0, plain=False,
                 bf16=False, top_k=1, max_words=120, one_shot=False, num_generations=2,
                 algo="mt", alpha=1.0, num_iterations=1, micro_batch_size=4, scale_rewards="group")
     return SimpleNamespace(**{**base, **kw})
@@ -46,7 +49,7 @@ def scripted(monkeypatch, tok, turns):
     """Replace generate_turn: call i returns turns[i] (token ids per active episode)."""
     calls = [[ids(tok, t) + ([tok.eos_token_id] if t.endswith("</answer>") else []) for t in row]
              for row in turns]
-    monkeypatch.setattr(policy, "generate_turn", lambda model, tok, prefixes, *a, **k: calls.pop(0))
+    monkeypatch.setattr(fast.decode, "generate_turn", lambda model, tok, prefixes, *a, **k: calls.pop(0))
 
 
 def test_env_suffix_closes_the_turn_and_opens_the_next(tokenizer):
@@ -165,8 +168,8 @@ def strip_times(path):
 
 def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir, monkeypatch):
     out, flags = tiny_run(tmp_path, tiny_model_dir, "one", "--steps", "1")
-    heaps = []  # the run tells glibc to reuse freed memory (machinery/heap.py), for its device
-    monkeypatch.setattr(train.heap, "keep_freed_memory", lambda device: heaps.append(device))
+    heaps = []  # the run tells glibc to reuse freed memory (fast/heap.py), for its device
+    monkeypatch.setattr(fast.heap, "keep_freed_memory", lambda device: heaps.append(device))
     train.main(flags)
     assert heaps == ["cpu"]
     log = [json.loads(l) for l in open(os.path.join(out, "log.jsonl"))]
@@ -279,12 +282,12 @@ def sokoban_flags(tmp_path, tiny_model_dir, name, *extra):
 
 
 def spy_updates(monkeypatch):
-    calls, real = [], train.policy_update_fast
+    calls, real = [], fast.update.policy_update
 
     def spy(model, optimizer, samples, args):
         calls.append((id(model), {s.role for s in samples}))
         return real(model, optimizer, samples, args)
-    monkeypatch.setattr(train, "policy_update_fast", spy)
+    monkeypatch.setattr(fast.update, "policy_update", spy)
     return calls
 
 
@@ -438,6 +441,32 @@ def test_a_gpu_without_native_bf16_computes_in_fp32(monkeypatch, native, emulate
     assert precision.precision_line("cuda", False) == "compute: fp32 on cuda (--bf16 false)"
 
 
+X86 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f {extra}\n\nprocessor\t: 1\nflags\t\t: fpu sse2 avx2 avx512f {extra}\n"
+
+
+@pytest.mark.parametrize("cpuinfo, level, want", [
+    (X86.format(extra="avx512_bf16"), "AVX512", True),  # the bf16 kind
+    (X86.format(extra="amx_bf16 amx_tile"), "AVX512", True),  # AMX
+    (X86.format(extra="avx512_bf16"), "AVX2", False),  # the same CPU under ATEN_CPU_CAPABILITY=avx2
+    (X86.format(extra="avx512vl"), "AVX512", False),  # AVX-512 without its bf16 instructions
+    ("processor\t: 0\nflags\t\t: fpu sse2 avx2\n", "AVX2", False),  # a laptop
+    ("processor\t: 0\nFeatures\t: fp asimd bf16 sve\n", "DEFAULT", True),  # an Arm core with bf16
+    (None, "AVX512", False)])  # no /proc/cpuinfo (macOS, Windows)
+def test_native_bf16_on_a_cpu_from_public_facts(tmp_path, monkeypatch, cpuinfo, level, want):
+    """machinery/precision.native_bf16_cpu: the CPU flags Linux lists and torch's kernel level, no
+    private op (the plain path asks it too)."""
+    from machinery import precision
+    path = tmp_path / "cpuinfo"
+    if cpuinfo is not None:
+        path.write_text(cpuinfo)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: level)
+    precision.native_bf16_cpu.cache_clear()
+    try:
+        assert precision.native_bf16_cpu(str(path)) is want
+    finally:
+        precision.native_bf16_cpu.cache_clear()
+
+
 def test_a_prompt_longer_than_the_context_is_refused_before_any_work(tmp_path, tiny_model_dir, capsys):
     """A 1 MB question ran 150 s+; now the run stops at start-up. Test questions that are training questions are said."""
     qs = tmp_path / "qs.jsonl"
@@ -512,18 +541,17 @@ def test_plain_runs_the_same_step_the_plain_way(tiny_model_dir, monkeypatch, gen
             def step(self):
                 grads.append(torch.cat([p.grad.flatten() for p in models["policy"].parameters()]))
         calls = []
-        monkeypatch.setattr(train, "policy_update" if plain else "policy_update_fast",
-                            lambda *a, f=getattr(train, "policy_update" if plain else "policy_update_fast"):
-                            calls.append(1) or f(*a))
+        module = train if plain else fast.update
+        monkeypatch.setattr(module, "policy_update", lambda *a, f=module.policy_update: calls.append(1) or f(*a))
         train.update(models, ref, {"policy": Record(models["policy"].parameters(), lr=0.0)}, samples, args)
         runs[plain] = samples, grads
         assert len(calls) == 2  # mu = 2 updates, each on its own path
-    (fast, fast_grads), (plain, plain_grads) = runs[False], runs[True]
-    assert [(s.ids, s.mask, s.adv) for s in plain] == [(s.ids, s.mask, s.adv) for s in fast]
-    assert any(a for s in fast for a in s.adv)  # a step that trains something
-    for got, want in zip(plain_grads, fast_grads):
+    (quick, quick_grads), (plain, plain_grads) = runs[False], runs[True]
+    assert [(s.ids, s.mask, s.adv) for s in plain] == [(s.ids, s.mask, s.adv) for s in quick]
+    assert any(a for s in quick for a in s.adv)  # a step that trains something
+    for got, want in zip(plain_grads, quick_grads):
         assert want.norm() > 0 and (got - want).norm() <= 1e-5 * want.norm()
-    for got, want in zip(plain, fast):  # reference and old log-probs on the trained tokens (token t at t - 1)
+    for got, want in zip(plain, quick):  # reference and old log-probs on the trained tokens (token t at t - 1)
         for field in ("ref_logp", "old_logp"):
             trained = lambda s: [v for v, m in zip(getattr(s, field), s.mask[1:]) if m]  # noqa: E731
             assert trained(got) == pytest.approx(trained(want), abs=1e-5) and len(trained(got)) == sum(got.mask)

@@ -32,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/compare.py
 
+import config
 import train
 from machinery.cli import one_line
 from machinery.records import read_json, read_jsonl
@@ -88,7 +89,7 @@ def read_args(run):
 
 
 def plan(run, want, restart=False):
-    """'done', 'resume', 'fresh' or 'kept' for the run folder `run` and the requested train.Args
+    """'done', 'resume', 'fresh' or 'kept' for the run folder `run` and the requested config.Args
     `want`. 'kept': the folder holds a log or rollouts but no checkpoint to resume from (deleted to
     save disk, say); it is left as it is unless `restart` (--restart) lets a fresh run replace it.
     A folder is reused only if it was run with the same flags (all but algo, out and steps)."""
@@ -99,7 +100,7 @@ def plan(run, want, restart=False):
     if not (done or ckpt) or not os.path.exists(os.path.join(run, "args.json")):
         kept = log or os.path.isdir(os.path.join(run, "rollouts"))
         return "kept" if kept and not restart else "fresh"
-    saved, default = read_args(run), train.Args()
+    saved, default = read_args(run), config.Args()
     for k, v in dataclasses.asdict(want).items():
         old = saved.get(k, getattr(default, k))  # a flag newer than the run: it ran with the default
         if k not in MAY_DIFFER and old != v:
@@ -185,7 +186,7 @@ def run_all(env, out, flags, jobs, algos, seeds, restart=False):
         algo, own = VARIANTS.get(name, (name, []))
         for seed, run in run_folders(out, name, seeds).items():
             mine = flags + own + (["--seed", str(seed)] if seeds else [])
-            state = plan(run, train.parse_args(["--env", env, *mine, "--algo", algo, "--out", run]), restart)
+            state = plan(run, config.parse_args(["--env", env, *mine, "--algo", algo, "--out", run]), restart)
             if state == "kept":
                 last = (read_log(run) or [{"step": 0}])[-1]["step"]
                 print(f"{os.path.basename(run):>10}: {run} has a log to step {last} but no checkpoint: delete it "
@@ -237,7 +238,7 @@ def summary(run, keys):
 def train_command(run):
     """The train.py command of a run folder: the flags of its args.json that are not defaults."""
     saved = read_args(run)
-    default = dataclasses.asdict(train.parse_args(["--env", saved["env"], "--algo", saved["algo"]]))
+    default = dataclasses.asdict(config.parse_args(["--env", saved["env"], "--algo", saved["algo"]]))
     flags = [x for k, v in saved.items() if k not in ("resume", "overwrite") and v != default.get(k)
              for x in ("--" + k.replace("_", "-"), str(v).lower() if isinstance(v, bool) else str(v))]
     return "python train.py " + shlex.join(["--env", saved["env"], "--algo", saved["algo"], *flags])

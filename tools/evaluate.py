@@ -22,6 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/evaluate.py
 
 import rewards
+import config
+import policy
 import train
 from policy import BUNDLED, pick_device
 from machinery.cli import one_line
@@ -53,7 +55,7 @@ def parse_args(argv):
 
 
 def run_args(ours, rest):
-    """train.Args for the task: a checkpoint's args.json first, then the flags given here."""
+    """config.Args for the task: a checkpoint's args.json first, then the flags given here."""
     saved_path = os.path.join(os.path.dirname(os.path.abspath(ours.model)), "args.json")
     saved = {}
     if os.path.isdir(ours.model) and os.path.exists(saved_path):
@@ -66,7 +68,7 @@ def run_args(ours, rest):
     argv = [f"--{k.replace('_', '-')}={saved[k]}" for k in TASK_KEYS if k in saved]
     if ours.env:
         argv.append(f"--env={ours.env}")
-    return train.parse_args(argv + rest + ["--model", ours.model, "--eval-n", str(ours.n)])
+    return config.parse_args(argv + rest + ["--model", ours.model, "--eval-n", str(ours.n)])
 
 
 def load_policy(path, args, device):
@@ -78,7 +80,7 @@ def load_policy(path, args, device):
         raise SystemExit(f"{path} holds one model per role (a per-role Sokoban or Plan-Path "
                          "run): evaluate it with the run's --env")
     roles = ("planner", "executor") if per_role else ("policy",)
-    return train.load_models(roles, path, device, subfolders=True)
+    return policy.load_models(roles, path, device, subfolders=True)
 
 
 def evaluation_set(args, split):

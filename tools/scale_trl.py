@@ -88,7 +88,7 @@ def make_rollout(task, retriever):
         tok, args = trainer.processing_class, trainer.args
         envs = [make_env(p, retriever, task) for p in prompts]
         cfg = SimpleNamespace(prefill=task.prefill, max_completion_length=args.max_completion_length,
-                              temperature=args.temperature, top_p=args.top_p, bf16=args.bf16, hf_generate=False, plain=False)
+                              temperature=args.temperature, top_p=args.top_p, bf16=args.bf16, plain=False)
         if args.use_vllm:  # one turn for every active episode, as token ids: TRL's vLLM (server or colocate)
             vllm_turn = lambda ids: trainer.vllm_generation.generate(ids, None, 1)[1]  # noqa: E731
             samples, _ = play_episodes(None, tok, envs, cfg, env_search.STOP_STRINGS, generate=vllm_turn)

@@ -17,7 +17,7 @@ token by the advantage it was trained with:
 Prompt and environment tokens (mask 0, no loss) are grey and uncoloured. No JavaScript, no
 external resources: the page opens anywhere.
 
-The file is read, and each rollout cut into its turns, by machinery/rollouts.py, which also
+The file is read, and each rollout cut into its turns, by machinery/rollout_files.py, which also
 gives the trackers (train.py --report-to) the same group as a table.
 
 --tree draws tree sampling on one level as an SVG picture (tree_svg): a column per agent and
@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from atgrpo import Group, best_index
 from machinery.cli import one_line
 from machinery.records import read_json
-from machinery.rollouts import (advantage_of_turn, groups_of, pick_group, prompt_of, read_rollouts,  # noqa: F401
+from machinery.rollout_files import (advantage_of_turn, groups_of, pick_group, prompt_of, read_rollouts,
                                 reward_labels, segments)
 from tools import output
 

@@ -261,7 +261,7 @@ def test_decode_clock_times_the_steps_a_gpu_replays_as_a_graph(tiny_model_dir):
     """A replayed CUDA graph calls no forward (gpu_step.GraphedSteps): the clock notes those steps
     where they are called, once each, with the keys they attend. Here they run eagerly (graphed=
     True on a CPU): as many steps, of the same rows and keys, as the loop's forwards give."""
-    from machinery.decode import generate_turn
+    from fast.decode import generate_turn
     from policy import load_model
     model, tok = load_model(tiny_model_dir, "cpu")
     probe = bench.DtypeProbe(model)

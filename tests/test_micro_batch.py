@@ -1,11 +1,11 @@
-"""--micro-batch-size auto (machinery/memory.py): the most rows, up to 8 on a CPU and 32 on a GPU,
+"""--micro-batch-size auto (machinery/micro_batch.py): the most rows, up to 8 on a CPU and 32 on a GPU,
 whose activations fit half the free memory; parsed from the command line and chosen once the
 models are loaded."""
 import pytest
 from types import SimpleNamespace
 
 import train
-from machinery import memory
+from machinery import micro_batch
 
 
 def model(vocab=49152, layers=30, hidden=576):
@@ -16,7 +16,7 @@ def model(vocab=49152, layers=30, hidden=576):
 
 def test_bytes_per_token_by_hand():
     # the bundled model: 4 * (3 * 49152 + 18 * 30 * 576) = 4 * (147456 + 311040) = 1,833,984 bytes
-    assert memory.bytes_per_token(model().config) == 1_833_984
+    assert micro_batch.bytes_per_token(model().config) == 1_833_984
 
 
 @pytest.mark.parametrize("free_gib, rows", [(24, 8), (7.1, 8), (6.9, 4), (3.6, 4), (3.4, 2), (1.8, 2), (1.7, 1),
@@ -24,28 +24,28 @@ def test_bytes_per_token_by_hand():
 def test_the_most_rows_whose_activations_fit_half_the_free_memory(monkeypatch, capsys, free_gib, rows):
     # a row: 4 * 64 tokens * 1,833,984 bytes = 0.437 GiB; twice the rows' share must be free:
     # 8 rows 7.0 GiB, 4 rows 3.5 GiB, 2 rows 1.75 GiB
-    monkeypatch.setattr(memory, "free_bytes", lambda device: free_gib * 2 ** 30)
-    got, why = memory.auto_micro_batch(model(), "cpu", 64), capsys.readouterr().out
+    monkeypatch.setattr(micro_batch, "free_bytes", lambda device: free_gib * 2 ** 30)
+    got, why = micro_batch.auto_micro_batch(model(), "cpu", 64), capsys.readouterr().out
     assert got == rows and f"micro-batch {rows} rows (auto: {free_gib:.1f} GiB free" in why and "0.44 GiB a row" in why
 
 
 @pytest.mark.parametrize("free_gib, rows", [(137, 32), (28.0, 32), (27.9, 16), (20, 16), (14.0, 16), (13.9, 8)])
 def test_a_gpu_goes_up_to_32_rows(monkeypatch, capsys, free_gib, rows):
     # the same 0.437 GiB a row: 32 rows need 27.98 GiB free, 16 rows 13.99 GiB; a CPU stops at 8
-    monkeypatch.setattr(memory, "free_bytes", lambda device: free_gib * 2 ** 30)
-    assert memory.auto_micro_batch(model(), "cuda", 64) == rows
-    assert memory.auto_micro_batch(model(), "cuda:1", 64) == rows
-    assert memory.auto_micro_batch(model(), "cpu", 64) == 8
+    monkeypatch.setattr(micro_batch, "free_bytes", lambda device: free_gib * 2 ** 30)
+    assert micro_batch.auto_micro_batch(model(), "cuda", 64) == rows
+    assert micro_batch.auto_micro_batch(model(), "cuda:1", 64) == rows
+    assert micro_batch.auto_micro_batch(model(), "cpu", 64) == 8
 
 
 def test_unreadable_free_memory_falls_back_to_two_rows(monkeypatch):
-    monkeypatch.setattr(memory, "free_bytes", lambda device: None)
-    assert memory.auto_micro_batch(model(), "cpu", 64) == 2
+    monkeypatch.setattr(micro_batch, "free_bytes", lambda device: None)
+    assert micro_batch.auto_micro_batch(model(), "cpu", 64) == 2
 
 
 def test_free_memory_is_read_on_this_machine():
     import torch
-    free = memory.free_bytes(torch.device("cpu"))
+    free = micro_batch.free_bytes(torch.device("cpu"))
     assert free is None or free > 0
 
 

@@ -1,5 +1,5 @@
 """The one-token decode step on a CPU, made cheaper: the Linears over weights packed once for
-oneDNN, and the step itself written out op by op. machinery/decode.py's loop enters both for each
+oneDNN, and the step itself written out op by op. fast/decode.py's loop enters both for each
 turn; read it first. Each is kept because it measured at least 1.15x on the bench's generation
 (docs/benchmarks.md, the lever table); each computes the model's own logits (bit for bit, or in
 fp32 up to oneDNN's summation order: tests/test_policy.py, tests/test_decode_step.py).
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from machinery import onednn
+from fast import onednn
 from machinery.precision import compute_dtype
 
 

@@ -1,4 +1,4 @@
-"""The decode loop's one-token steps on a GPU (machinery/decode.py enters both for each turn; read it
+"""The decode loop's one-token steps on a GPU (fast/decode.py enters both for each turn; read it
 first): attention without cuDNN's kernel, and the steps of a turn replayed as one CUDA graph. On a GPU
 an eager step is launch-bound: the GPU waits on the host launching the kernels of every layer.
 """

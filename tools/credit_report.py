@@ -1,0 +1,251 @@
+"""The report of tools/credit.py: its measurement as Markdown tables (what docs/results-credit.md
+shows), the scatter plot (--png), and the checks of a saved result (--json, read back by --from).
+"""
+import json
+import math
+import os
+
+import numpy as np
+
+from machinery.records import read_json
+from tools.credit import BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, call_bias, pearson, true_advantages
+
+# the summary's columns: the pre-registered differences of each subset (turn 2: MT-GRPO against
+# GRPO-MR, the paper's case; MT-GRPO - GRPO-OR is 0 there by construction)
+SUMMARY = {"search": {"turn 1": (("mt", "or"), ("mr", "or")), "turn 2": (("mt", "mr"),)}} | {
+    g: {"turn 1": (("at", "grpo"), ("gigpo", "grpo")), "turns 2+": (("at", "grpo"), ("gigpo", "grpo"))} for g in GAMES}
+
+
+# ---------------------------------------------------------------- tables and plot
+def number(v):
+    return "–" if v != v else f"{v:+.2f}" if v < 0 else f"{v:.2f}"
+
+
+def with_interval(triple):
+    v, lo, hi = triple
+    return f"{number(v)} [{number(lo)}, {number(hi)}]"
+
+
+def tables(result):
+    """The measurement as markdown tables (what docs/results-credit.md shows)."""
+    env, s = result["settings"]["env"], result["settings"]
+    lines = [f"{env}, model {s['model']}, {s['states']} {'questions' if env == 'search' else 'levels'}, "
+             f"{'G' if env == 'search' else 'K'} = {s['num_generations']}, M = {s['continuations']}, "
+             f"{'bf16' if s['bf16'] else 'fp32'}, temperature {s['temperature']}, {s['bootstrap']} bootstrap draws"]
+    if "machine" in result:
+        m = result["machine"]
+        lines[0] += f"; sampled in {m['seconds'] / 60:.1f} min on {m['cpu']}, {m['threads']} thread{'s' if m['threads'] != 1 else ''}, load {m['load_at_start']:.2f} at the start"
+    for target, cells in result["figures"].items():
+        for subset, cell in cells.items():
+            lines += ["", f"**{target}, {subset}** ({cell['n']} answers; the bootstrap resamples {cell['states']} "
+                          f"{'questions' if env == 'search' else 'levels'})", "",
+                      "| estimator | Pearson | Spearman | sign agreement | zero advantage | split-half r | ceiling |",
+                      "|---|---|---|---|---|---|---|"]
+            for e in ESTIMATORS[env]:
+                if e in cell:
+                    n = cell["noise"][e]
+                    lines.append(f"| {NAMES[e]} | " + " | ".join(with_interval(cell[e][k]) for k in ("pearson", "spearman", "sign"))
+                                 + f" | {cell[e]['zero'][0]:.2f} | {number(n['split_half'])} | {number(n['ceiling'])} |")
+            lines += [""] + [f"- Pearson {NAMES[d.split('-')[0]]} − {NAMES[d.split('-')[1]]}: {with_interval(v)}"
+                             for d, v in cell["differences"].items()]
+    if env in GAMES and any("anchor" in r for r in result.get("records", [])):
+        lines += ["", anchor_line(result["records"])]
+    if env == "search" and len(result["figures"]["outcome"]) > 1:
+        lines += [""] + both_turns(result["figures"])
+    if env == "search" and (bias := call_bias(result.get("records", []), s["bootstrap"])):
+        lines += bias_table(bias)
+    if "update" in result:
+        lines += update_table(result["update"], env)
+    return "\n".join(lines)
+
+
+def bias_table(bias):
+    """call_bias as a table: the hidden bonus of a call over an answer at equal A*."""
+    lines = []
+    for target in TARGETS["search"]:
+        cell = bias[target]
+        lines += ["", f"**search, A* of {target}: the bonus of a tool call over answering now, at equal A*** ({bias['calls']} "
+                      f"calls, {bias['answers']} answers, turns before the last; calls' mean A* − answers': "
+                      f"{number(cell['a_star_gap'][0])}; 95 % interval)", "",
+                  "| estimator | bonus c, advantage units | c / b, return units |", "|---|---|---|"]
+        lines += [f"| {NAMES[e]} | {with_interval(cell[e]['bonus'])} | {with_interval(cell[e]['bonus_in_return'])} |"
+                  for e in ESTIMATORS["search"] if e in cell]
+    return lines
+
+
+def update_table(figures, env):
+    """Each estimator's update against the A* update: cosine and, on the same answers, Pearson."""
+    lines = []
+    for target, cell in figures.items():
+        lines += ["", f"**the update, A* of {target}: cosine of each estimator's policy gradient with the gradient "
+                      "A* gives** (all its answers, every turn; 95 % interval)", "",
+                  "| estimator | answers | cosine | Pearson, the same answers | split-half r | ceiling |", "|---|---|---|---|---|---|"]
+        lines += [f"| {NAMES[e]} | {cell[e]['n']} | {with_interval(cell[e]['cosine'])} | {with_interval(cell[e]['pearson'])} "
+                  f"| {number(cell[e]['split_half'])} | {number(cell[e]['ceiling'])} |" for e in ESTIMATORS[env] if e in cell]
+        lines += [""] + [f"- cosine {NAMES[d.split('-')[0]]} − {NAMES[d.split('-')[1]]}: {with_interval(v)}"
+                         for d, v in cell["differences"].items()]
+    return lines
+
+
+def anchor_line(records):
+    """How often GiGPO had a group at a later turn: trajectory answers of turn 2 or later whose
+    state (the prompt) another answer of the same level also met."""
+    later = [r for r in records if r["scheme"] == "trajectories" and r["turn"] >= 2 and "anchor" in r]
+    shared = sum(r["anchor"] >= 2 for r in later)
+    return (f"GiGPO's anchor groups: {shared} of {len(later)} later answers (turns 2+) share their state with "
+            "another answer of their level; the rest get a step advantage of 0")
+
+
+def both_turns(figures):
+    """Search: each estimator's Pearson with A* turn by turn, in one table. With two turns the
+    answer's return is R^O alone, so turn 2 has one column; with more, every turn has both."""
+    turns = list(figures["outcome"])
+    if turns == ["turn 1", "turn 2"]:
+        cols = [("return", "turn 1", "turn 1, A* of R^T_1 + R^O"), ("outcome", "turn 1", "turn 1, A* of R^O"),
+                ("outcome", "turn 2", "turn 2 (the answer), A* of R^O")]
+    else:
+        cols = [(t, sub, f"{sub}, A* of {'the return' if t == 'return' else 'R^O'}") for sub in turns for t in TARGETS["search"]]
+    present = [e for e in ESTIMATORS["search"] if all(e in figures[t][sub] for t, sub, _ in cols)]
+    lines = [f"**search, {'both turns' if len(turns) == 2 else 'every turn'}: Pearson with A*** (95 % interval)", "",
+             "| estimator | " + " | ".join(c for _, _, c in cols) + " |", "|---|" + "---|" * len(cols)]
+    for e in present:
+        lines.append(f"| {NAMES[e]} | " + " | ".join(with_interval(figures[t][sub][e]["pearson"]) for t, sub, _ in cols) + " |")
+    lines.append("| ceiling | " + " | ".join(number(figures[t][sub]["noise"]["mt"]["ceiling"]) for t, sub, _ in cols) + " |")
+    if turns != ["turn 1", "turn 2"]:
+        return lines
+    mt_mr = figures["outcome"]["turn 2"]["differences"]["mt-mr"]
+    return lines + ["", f"- turn 2, Pearson MT-GRPO − GRPO-MR: {with_interval(mt_mr)} (MT-GRPO's A_2 = norm(R^O) is "
+                        "GRPO-OR's by construction)"]
+
+
+def summary(results, names=None):
+    """The pre-registered differences of every measurement, one row each (Pearson, 95 % interval),
+    named by its file where names are given."""
+    names, lines = names or [""] * len(results), []
+    for env in ESTIMATORS:
+        mine = [(r, name) for r, name in zip(results, names) if r["settings"]["env"] == env]
+        if not mine:
+            continue
+        cols = [(t, sub, d) for t in TARGETS[env] for sub in SUMMARY[env] for d in SUMMARY[env][sub]]
+        label = lambda d: " − ".join(NAMES[x].split(" (")[0] for x in d)  # noqa: E731
+        lines += [f"**{env}: Pearson differences**", "",
+                  "| measurement | model | precision | " + " | ".join(f"{label(d)}, {t}, {sub}" for t, sub, d in cols) + " |",
+                  "|---|---|---|" + "---|" * len(cols)]
+        for r, name in mine:
+            cells = [with_interval(r["figures"][t][sub]["differences"]["-".join(d)]) if sub in r["figures"][t] else "–"
+                     for t, sub, d in cols]
+            lines.append(f"| {name} | {r['settings']['model']} | {'bf16' if r['settings']['bf16'] else 'fp32'} | "
+                         + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(result, path):
+    """One scatter panel per estimator: its advantage against A* (the return)."""
+    import matplotlib  # there: main checked before the measurement
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    env, records = result["settings"]["env"], result["records"]
+    a_star = true_advantages(records, "return")[0]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharex=True)
+    for ax, e in zip(axes, ESTIMATORS[env]):
+        ix = [i for i, r in enumerate(records) if e in r["adv"]]
+        later = np.array([records[i]["turn"] >= 2 for i in ix])
+        x, y = a_star[ix], np.array([records[i]["adv"][e] for i in ix])
+        ax.scatter(x[~later], y[~later], s=9, alpha=0.5, label="turn 1")
+        if later.any():
+            ax.scatter(x[later], y[later], s=9, alpha=0.5, label="turns 2+")
+            ax.legend(fontsize=8)
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.axvline(0, color="grey", lw=0.5)
+        ax.set_title(f"{NAMES[e]}: r = {number(pearson(y, x))}")
+        ax.set_xlabel("true advantage A* (return)")
+    axes[0].set_ylabel("the estimator's advantage")
+    fig.suptitle(f"{env}: model {result['settings']['model']}, {'bf16' if result['settings']['bf16'] else 'fp32'}")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # missing folders are made, as for --json
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+# ---------------------------------------------------------------- a saved result, read as data
+def read_result(path):
+    """A --json file, read as data: its settings and every record checked for what the tables and
+    figures read (types, ranges, finite numbers); the first problem stops with one line naming
+    the file, the record and the key."""
+    try:
+        result = read_json(path, {"settings": dict, "records": list})
+        why = result_problem(result)
+    except ValueError as e:  # read_json's one line names the file first
+        why = str(e).removeprefix(path).removeprefix(":").strip()
+    if why:
+        raise SystemExit(f"{path} is not a tools/credit.py --json file: {why}; "
+                         "make one with python tools/credit.py --json FILE")
+    return result
+
+
+def finite(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def whole(low, high=float("inf")):
+    return lambda x: isinstance(x, int) and not isinstance(x, bool) and low <= x <= high
+
+
+# what the tables and figures read, and what each must be; bootstrap bounded: 10**9 draws would run for days
+SETTINGS = {"env": (lambda x: x in ESTIMATORS, "search, planpath or sokoban"), "model": (lambda x: isinstance(x, str), "text"),
+            "states": (whole(2), "a whole number, at least 2"), "num_generations": (whole(2), "a whole number, at least 2"),
+            "continuations": (lambda x: whole(2)(x) and x % 2 == 0, "an even whole number, at least 2"),
+            "bf16": (lambda x: isinstance(x, bool), "true or false"),
+            "temperature": (lambda x: finite(x) and x >= 0, "a number, at least 0"),
+            "bootstrap": (whole(*BOOTSTRAP), f"a whole number from {BOOTSTRAP[0]} to {BOOTSTRAP[1]}")}
+MACHINE = {"cpu": (lambda x: isinstance(x, str), "text"), "threads": (whole(1), "a whole number, at least 1"),
+           "load_at_start": (finite, "a number"), "seconds": (finite, "a number")}
+
+
+def fields_problem(where, values, checks):
+    """What is wrong with the dict `values` under checks {key: (test, what it must be)}, or None."""
+    for key, (ok, what) in checks.items():
+        if key not in values:
+            return f"{where} lacks '{key}'"
+        if not ok(values[key]):
+            return f"{where}: '{key}' must be {what}, got {json.dumps(values[key])[:40]}"
+    return None
+
+
+def result_problem(result):
+    """What is wrong with a read --json object, or None: settings, machine, then record by record."""
+    if not isinstance(result.get("machine", {}), dict):
+        return "'machine' must be an object"
+    why = (fields_problem("settings", result["settings"], SETTINGS)
+           or ("machine" in result and fields_problem("machine", result["machine"], MACHINE))
+           or (not result["records"] and "no records"))
+    if why:
+        return why
+    env, n = result["settings"]["env"], len(result["records"])
+    if "gram" in result and not (isinstance(result["gram"], list) and len(result["gram"]) == n and all(
+            isinstance(row, list) and len(row) == n and all(map(finite, row)) for row in result["gram"])):
+        return f"'gram' must be {n} lists of {n} finite numbers (one row and column per record)"
+    return next(filter(None, (record_problem(r, env, f"record {i}") for i, r in enumerate(result["records"]))), None)
+
+
+def record_problem(r, env, where):
+    """What is wrong with one record, or None: its state, cluster and turn, each estimator's
+    advantage, and the two halves of Q (and of V, where it has its own) for each target."""
+    if not isinstance(r, dict):
+        return f"{where} must be an object"
+    targets = f"two finite numbers for each of {' and '.join(TARGETS[env])}"
+    checks = {"state": (lambda x: isinstance(x, str), "text"), "cluster": (whole(0), "a whole number, at least 0"),
+              "turn": (whole(1), "a whole number, at least 1"),
+              "adv": (lambda x: isinstance(x, dict) and bool(x) and set(x) <= set(ESTIMATORS[env])
+                      and all(map(finite, x.values())), f"finite numbers keyed by {', '.join(ESTIMATORS[env])}"),
+              "q": (halves_ok(env), targets)}
+    optional = {"v": (halves_ok(env), targets), "anchor": (whole(1), "a whole number, at least 1"),
+                "kind": (lambda x: x in KINDS, " or ".join(KINDS))}
+    return fields_problem(where, r, checks | {k: test for k, test in optional.items() if k in r})
+
+
+def halves_ok(env):
+    """The test of a Q or V: {target: [first half, second half]} for every target of env."""
+    return lambda x: isinstance(x, dict) and all(isinstance(x.get(t), list) and len(x[t]) == 2 and all(map(finite, x[t]))
+                                                 for t in TARGETS[env])
