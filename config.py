@@ -83,6 +83,8 @@ class Args:
     overwrite: bool = flag(False, "start over in a --out that holds a run (its log, rollouts and checkpoints are deleted)")
     report_to: str = flag("none", "watch the run in none, tensorboard, wandb, trackio, a list of them (tensorboard,wandb "
                                   "or tensorboard wandb) or all (every one installed); machinery/trackers.py")
+    run_name: str = flag("", "the run's name in W&B and Trackio, as TRL's --run-name (default: the run folder's name)")
+    project: str = flag("", "the W&B and Trackio project (default: $WANDB_PROJECT for W&B, else turn-rl)")
 
 
 # ================================================================ support: skip on first reading
@@ -123,6 +125,9 @@ CHECKS = [
 # what --resume may change; every other flag defines the run, and a different value is refused
 MAY_CHANGE = ("steps", "save_every", "eval_every", "eval_n", "device", "micro_batch_size", "plain",
               "resume", "out", "overwrite", "report_to")
+# flags added after runs were saved without them: such a run ran with the default, which --resume
+# keeps (an identity flag among them may not change, as any other)
+NEWER = ("overwrite", "plain", "levels", "max_calls", "report_to", "run_name", "project")
 # flags of earlier versions that only chose how a step is computed: dropped from an older run's args.json
 REMOVED = ("hf_generate",)  # transformers' generate without the plain update; --plain now says it all
 
@@ -171,12 +176,12 @@ def saved_args(path):
             kind is bool or not isinstance(value, bool))
         if not fits:
             raise SystemExit(f"{path}: {key} is {value!r}, not {KIND_NAMES[kind]}; fix it, or start a new run")
-    newer = ("overwrite", "plain", "levels", "max_calls", "report_to")  # runs from before these flags ran with their defaults
-    missing = [k for k in kinds if k not in saved and k not in newer]
+    missing = [k for k in kinds if k not in saved and k not in NEWER]
     if missing:
         raise SystemExit(f"{path} lacks {', '.join(missing)}: resuming would use the defaults instead; "
                          "add them (python train.py -h shows the defaults) or start a new run")
-    return saved
+    defaults = {f.name: f.default for f in dataclasses.fields(Args)}
+    return {**{k: defaults[k] for k in NEWER}, **saved}  # a run from before a flag ran with its default
 
 
 def parse_args(argv=None):

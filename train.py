@@ -13,10 +13,9 @@ One training step, in order:
                  sokoban, planpath: each candidate scored on its own copy of the level (atgrpo.tree_step)
   3. advantages  mtgrpo.turn_advantages (OR / MR / MT) or atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
-  5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; by default
-                 fast/update.py: the same gradient with less work)
-Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint.
-Skip machinery/ (the run folder, precision) and fast/ (the same step, faster) on first reading.
+  5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; fast/ by default)
+Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint. Skip
+machinery/ (the run folder, precision) and fast/ (the same step, faster) on first reading.
 """
 import dataclasses
 import json
@@ -159,6 +158,7 @@ def main(argv=None):
     try:
         return train(args)
     except (KeyboardInterrupt, OSError) as e:  # Ctrl-C, or a write failed: disk full, read-only, file too large
+        checkpoint.still_ours(args.out)  # or the folder was replaced under the write: that, in one line
         then = (f"continue with python train.py --resume {args.out}" if os.path.exists(os.path.join(args.out, "checkpoint"))
                 else "no checkpoint yet: start again with --overwrite")
         raise SystemExit(f"\nstopped (Ctrl-C). {then[0].upper() + then[1:]}" if isinstance(e, KeyboardInterrupt) else
@@ -174,7 +174,7 @@ def train(args):
     if args.eval_every and len(test) < args.eval_n:
         print(f"note: the test split has only {len(test)} items; each evaluation uses them all, not "
               f"--eval-n {args.eval_n}", file=sys.stderr)
-    rng, start, history = random.Random(args.seed), 0, []
+    rng, start, history, logged = random.Random(args.seed), 0, [], -1
     roles = env_two_roles.ROLES if args.policy == "per-role" else ("policy",)
     if args.resume:
         ckpt, models, tok, state = checkpoint.load_checkpoint(
@@ -187,21 +187,20 @@ def train(args):
                   for n, m in models.items()}
     args.micro_batch_size = args.micro_batch_size or micro_batch.auto_micro_batch(models[roles[0]], device, args.max_completion_length)
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers
-    log_path = os.path.join(args.out, "log.jsonl")
     checkpoint.claim(args.out)  # the first write: this process is the run's only writer from here on
     check_out(args)  # again: a run may have finished in that folder while this one loaded
     checkpoint.save_args(dataclasses.asdict(args), args.out)
     if ckpt:
         start = checkpoint.restore(state, optimizers, rng)
-        history = checkpoint.truncate_log(log_path, start)  # the whole run's lines, for the summary
+        history, logged = checkpoint.truncate_log(os.path.join(args.out, "log.jsonl"), start)  # the whole run's lines, for the summary
         print(f"resumed from {ckpt} at step {start}")
     else:
         checkpoint.start_over(args.out)  # --overwrite: the earlier run's log, rollouts, checkpoints
-    watch = trackers.Follow(args, dataclasses.asdict(args), history)  # --report-to: fed what the log holds
+    watch = trackers.Follow(args, dataclasses.asdict(args), history, logged)  # --report-to: fed what the log holds
 
     def write(line):  # the log first; the trackers follow it
         history.append(line)
-        with open(log_path, "a") as f:
+        with open(checkpoint.inside(args.out, "log.jsonl"), "a") as f:  # stops if the folder was replaced
             f.write(json.dumps(line) + "\n")
         watch.send(line)
 
@@ -210,7 +209,9 @@ def train(args):
 
     def run_eval(step):
         phase(step, "evaluate")
-        t0, metrics = time.time(), evaluate_policy(models, tok, test, data, args, desc=f"evaluate step {step}")
+        t0, episodes = time.time(), []  # the greedy episodes: OUT/rollouts/eval_step_N.jsonl, for the trackers
+        metrics = evaluate_policy(models, tok, test, data, args, desc=f"evaluate step {step}", keep=episodes)
+        checkpoint.save_greedy(episodes, metrics.get("exact_match_each", ""), args.out, step)
         return {**{"eval_" + k: v for k, v in metrics.items()}, "t_eval": time.time() - t0}
 
     if start == 0 and args.eval_every:
@@ -238,18 +239,17 @@ def train(args):
             phase(step, "save checkpoint")
             checkpoint.save_checkpoint(models, tok, optimizers, step, rng, args.out)
         bar.update()
-    bar.close()
-    watch.close()
+    bar.close(), watch.close()
     print_table(history, args)
     return history
 
 
 # ================================================================ support: skip on first reading
 # evaluation, the signal meter, the context check, the summary table
-def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate"):
+def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate", keep=None):
     """Mean metrics of one episode per test question (or level), greedy by default, played
     `chunk` at a time (default: as many episodes as a training step plays) under a progress bar;
-    search also gives exact_match_each, one character 0/1 per question in order."""
+    search also gives exact_match_each, one character 0/1 per question in order (episodes: `keep`)."""
     chunk = chunk or args.batch_size * args.num_generations
     if args.env in GAMES:
         sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS, greedy)
@@ -260,6 +260,7 @@ def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, des
         envs += make_envs(part, data, args)
         play_episodes(models["policy"], tok, envs[-len(part):], args, env_search.STOP_STRINGS, greedy)
     each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers) > 0)) for e in envs)
+    (keep if keep is not None else []).extend(envs)
     return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for tools/compare.py's intervals
 
 

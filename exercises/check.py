@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -513,17 +514,28 @@ def main(argv=None):
         parser.error("check.py forks a worker per exercise: run it on Linux or macOS (or WSL)")
     print("checking the project's functions" if args.solutions else f"checking {args.dir}")
     print(f" #  {'topic':<28} result")
-    passed = 0
-    with sandbox.Checker(args.solutions, args.dir) as checker:
-        for n in numbers:
-            ok, report, output = checker.check(n)
-            passed += ok
-            first, *rest = report.split("\n")
-            print(row(n, ok, first))
-            for line in rest + [f"printed: {line}" for line in output]:
-                print(f"{'':6}{line}")
+    passed, done = 0, []
+    signal.signal(signal.SIGTERM, stopped)  # as Ctrl-C: the rows so far, and what was not checked
+    try:
+        with sandbox.Checker(args.solutions, args.dir) as checker:
+            for n in numbers:
+                ok, report, output = checker.check(n)
+                passed += ok
+                done.append(n)
+                first, *rest = report.split("\n")
+                print(row(n, ok, first))
+                for line in rest + [f"printed: {line}" for line in output]:
+                    print(f"{'':6}{line}")
+    except KeyboardInterrupt as e:
+        left = ", ".join(str(n) for n in numbers if n not in done)
+        print(f"\n{str(e) or 'interrupted (Ctrl-C)'}: not checked: {left}", file=sys.stderr)
+        return 143 if str(e).startswith("stopped") else 130
     print(f"{passed}/{len(numbers)} passed")
     return 0 if passed == len(numbers) else 1
+
+
+def stopped(signum, frame):
+    raise KeyboardInterrupt("stopped (SIGTERM)")
 
 
 if __name__ == "__main__":
@@ -536,6 +548,6 @@ if __name__ == "__main__":
     except BrokenPipeError:  # `check.py | head`: the reader has gone; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
-    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
-        print("\ninterrupted: the exercises after the last row were not checked", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C before the table: one line, not a traceback
+        print("\ninterrupted (Ctrl-C): no exercise was checked", file=sys.stderr)
         sys.exit(130)

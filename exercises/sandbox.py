@@ -296,6 +296,7 @@ def serve(solutions):
     request from the checker fork a worker, send its pid, wait for it and send its exit code. It
     runs no student code itself, so every worker starts from the same clean state."""
     import torch  # noqa: F401  (the 1-2 s import, paid once instead of once per exercise)
+    become_subreaper()
     if solutions:
         for n in check.SOLUTIONS:
             project_functions(n)
@@ -312,7 +313,47 @@ def serve(solutions):
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)  # as the worker does: the group exists before the pid is sent
         send(pid)
-        send(wait_for(pid))
+        code = wait_for(pid)
+        send(f"{code} {end_orphans()}")
+
+
+def become_subreaper():
+    """Linux: make this helper the parent of every orphan among its descendants (prctl's
+    PR_SET_CHILD_SUBREAPER), so that a process a worker started and detached (setsid, a double
+    fork) comes back to it when its parent ends, and end_orphans can end it. Elsewhere nothing."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
+
+
+def children():
+    """The pids whose parent is this process, from /proc (Linux); none where it cannot be read."""
+    me, found = os.getpid(), []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    stat = open(f"/proc/{entry}/stat").read()
+                    if int(stat[stat.rindex(")") + 2:].split()[1]) == me:
+                        found.append(int(entry))
+    return found
+
+
+def end_orphans():
+    """Kill and reap every process left as this helper's child once the worker has ended (what a
+    worker left running, in its group or not: they come here as orphans); returns how many."""
+    ended = 0
+    for _ in range(100):  # a killed one's own children come back as orphans in turn
+        left = children()
+        if not left:
+            break
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            ended += 1
+    return ended
 
 
 def wait_for(pid):
@@ -400,7 +441,9 @@ class Helper:
         return pid
 
     def exit_code(self, timeout):
-        return int(self.lines.next(timeout))
+        """(the worker's exit code, how many processes it left running that the helper ended)."""
+        code, orphans = self.lines.next(timeout).split()
+        return int(code), int(orphans)
 
     def close(self):
         self.process.kill()
@@ -447,14 +490,17 @@ class Checker:
         the last lines it printed)."""
         # new files with random names, read later through these handles: whatever the student's
         # code does to the paths (delete them, put a pipe there) cannot block or crash the checker
+        os.makedirs(self.files, exist_ok=True)  # made again if an earlier exercise deleted it
         (report_fd, report), (output_fd, output) = (tempfile.mkstemp(dir=self.files)
                                                     for _ in range(2))
         with open(report_fd, "rb") as report_file, open(output_fd, "rb") as output_file:
             request = dict(n=n, solutions=self.solutions, folder=self.folder, report=report,
                            output=output)
-            pid, how = self.run_worker(request)
-            left = group_alive(pid)  # a fork, or another process the student's code left running
+            pid, how, orphans = self.run_worker(request)
+            left = group_alive(pid) or orphans > 0  # a fork, a setsid'd child: a process left running
             kill_group(pid)
+            if not os.path.isdir(self.files):
+                return False, "deleted check.py's temporary folder", [], printed(output_file)
             return self.judged(n, pid, how, left, report_file) + (printed(output_file),)
 
     def judged(self, n, pid, how, left, report_file):
@@ -474,22 +520,23 @@ class Checker:
         return passed and not failure, failure, used
 
     def run_worker(self, request):
-        """Fork a worker for request and wait at most TIME_LIMIT s for it. Returns (pid, how):
-        how is its exit code, "timeout" (it was killed), or "helper" (the helper went away)."""
+        """Fork a worker for request and wait at most TIME_LIMIT s for it. Returns (pid, how,
+        orphans): how is its exit code, "timeout" (it was killed), or "helper" (the helper went
+        away); orphans, the processes it left running that the helper ended."""
         pid = self.start(request)
         try:
-            return pid, self.helper.exit_code(TIME_LIMIT)
+            return (pid, *self.helper.exit_code(TIME_LIMIT))
         except TimeoutError:
             kill_group(pid)
             try:
                 self.helper.exit_code(5)  # the killed worker's: the helper can serve the next
             except (OSError, EOFError, ValueError):
                 self.drop_helper()
-            return pid, "timeout"
+            return pid, "timeout", 0
         except (OSError, EOFError, ValueError):  # the student's code killed the helper?
             kill_group(pid)
             self.drop_helper()
-            return pid, "helper"
+            return pid, "helper", 0
         except BaseException:  # Ctrl-C: the worker must not outlive the checker
             kill_group(pid)
             raise
@@ -549,7 +596,7 @@ def unfinished(n, cases, steps, how, left, loading):
     if steps["threads"]:
         return f"left {steps['threads']} thread(s) running: end every thread it starts"
     if left:
-        return "left a process running (os.fork?): end every process it starts"
+        return "left a process running (os.fork, os.setsid?): end every process it starts"
     return "" if how == 0 else f"ended with exit code {how}"
 
 

@@ -6,9 +6,11 @@ the run folder itself, through an open descriptor of the folder. Every user, cac
 path to the folder (a symlink, a bind mount) reaches the same inode, so they all meet the same
 lock; no file in the folder is opened for it (a `.lock` link in a folder copied from someone
 else is never followed), and the kernel releases it when the process ends, even on a kill. A run
-also checks, before each step's writes, that its folder is still the one it locked (still_ours):
+also checks, before each of its writes, that its folder is still the one it locked (still_ours):
 if someone deleted or replaced it, the run stops with one line and writes nothing more, so a new
-run on that path never shares a folder with it.
+run on that path never shares a folder with it. On Linux every write goes through the held folder
+itself (inside: /proc/self/fd/N/...), so not even a replacement between that check and the write
+can receive a byte of this run.
 
 OUT/checkpoint is one Hugging Face folder (a shared policy; `from_pretrained` loads it) or one
 subfolder per role (per-role policies), plus trainer_state.pt: the step, the optimizers, and the
@@ -17,6 +19,7 @@ saving leaves the previous checkpoint whole; a resume falls back to that previou
 when the newer one is missing or unreadable. trainer_state.pt is read with weights_only=True:
 tensors and plain types only, so a state file from someone else cannot run code.
 """
+import contextlib
 import errno
 import json
 import os
@@ -91,6 +94,20 @@ def still_ours(out):
                          "without writing more (its lock is released; start a new run there if you wish)")
 
 
+def inside(out, *names):
+    """Where to write OUT/names: once still_ours has passed, the path through the folder this
+    process holds open, where Linux gives one (/proc/self/fd/N is the held folder itself, whatever
+    stands at its path now). A write there lands in this run's folder, or fails if the folder was
+    deleted, and never reaches a folder made again at the same path, even one made between the
+    check and the write. Elsewhere (macOS, Windows, a folder not claimed) the plain path, and
+    still_ours alone guards the writes."""
+    still_ours(out)
+    fd = HELD.get(os.path.realpath(out))
+    if fd is not None and os.path.isdir(f"/proc/self/fd/{fd}"):
+        return os.path.join(f"/proc/self/fd/{fd}", *names)
+    return os.path.join(out, *names)
+
+
 def save_args(args, out):
     """Write OUT/args.json (a dict of the run's flags) for --resume to read."""
     save_json(args, out, "args.json", indent=1)
@@ -99,11 +116,15 @@ def save_args(args, out):
 def save_json(record, out, name, indent=None):
     """Write OUT/name (args.json, trackers.json) to a new file that then replaces it, so a kill
     mid-write never leaves a half-written one for --resume to read."""
-    still_ours(out)
-    path = os.path.join(out, name)
-    with open(path + ".tmp", "w") as f:
-        json.dump(record, f, indent=indent)
-    os.replace(path + ".tmp", path)
+    path = inside(out, name)
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump(record, f, indent=indent)
+        os.replace(path + ".tmp", path)
+    except OSError:  # a full disk: no half-written name.tmp left behind
+        with contextlib.suppress(OSError):
+            os.remove(path + ".tmp")
+        raise
 
 
 def start_over(out):
@@ -112,7 +133,7 @@ def start_over(out):
     --overwrite."""
     for name in ("log.jsonl", "rollouts", "checkpoint", "checkpoint.old", "checkpoint.tmp", "trackers.json",
                  "tensorboard", "wandb"):  # and its trackers' place and files (machinery/trackers.py)
-        path = os.path.join(out, name)
+        path = inside(out, name)
         if os.path.isdir(path):
             shutil.rmtree(path)
         elif os.path.exists(path):
@@ -123,8 +144,7 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
     """Write OUT/checkpoint atomically (see the module docstring). The previous checkpoint is
     kept as checkpoint.old until the new one is in place; what a crash left of an older
     checkpoint.old (even half deleted) is removed first."""
-    still_ours(out)
-    final, tmp, old = (os.path.join(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
+    final, tmp, old = (inside(out, n) for n in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
     shutil.rmtree(tmp, ignore_errors=True)
     made = False  # once checkpoint.tmp is made, its absence means someone else deleted it
     try:
@@ -139,6 +159,7 @@ def save_checkpoint(models, tok, optimizers, step, rng, out):
                     "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []},
                    os.path.join(tmp, "trainer_state.pt"))
     except Exception as e:  # disk full, file too large, read-only: torch raises RuntimeError for these
+        still_ours(out)  # or the folder was replaced while it was written: that, in one line
         cause, fix = why_not_saved(e, tmp, made, out)
         shutil.rmtree(tmp, ignore_errors=True)
         then = (f"The previous checkpoint is kept: {fix}, then python train.py --resume {out}"
@@ -170,12 +191,24 @@ def why_not_saved(error, tmp, made, out):
         return (f"a file reached the file-size limit of {limit} bytes (ulimit -f)",
                 "raise it (ulimit -f unlimited)")
     free = shutil.disk_usage(out).free
+    if (codes & {errno.ENOSPC, errno.EDQUOT} or free < 2 ** 26) and no_inodes(out):
+        return (f"the disk has no inode left: no file can be made there ({free / 1e9:.2f} GB free)",
+                "delete files there (many small ones free the most)")
     if codes & {errno.ENOSPC, errno.EDQUOT} or free < 2 ** 26:  # under 64 MB left: the save used it up
         return f"the disk is full ({free / 1e9:.2f} GB free there)", "make room"
     if errno.EROFS in codes:
         return "the disk is read-only", "make it writable"
     first = str(error).splitlines()[0] if str(error) else type(error).__name__
     return f"{first} ({free / 1e9:.1f} GB free there)", "fix that"
+
+
+def no_inodes(out):
+    """Whether the file system under OUT has no inode left for a new file (os.statvfs)."""
+    try:
+        stats = os.statvfs(out)
+        return stats.f_files > 0 and stats.f_favail == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def load_checkpoint(out, load):
@@ -224,36 +257,50 @@ def restore(state, optimizers, rng):
 
 
 def truncate_log(path, step):
-    """Keep the log lines up to the checkpoint's step and return them as records. A last line
-    that a crash cut short is dropped; a line that is not a log record stops the resume with
-    one line naming it. The log is rewritten to a new file that then replaces it."""
+    """Keep the log lines up to the checkpoint's step; return them as records, and the last step
+    the log held before (-1 if none). A last line that a crash cut short is dropped; a line that
+    is not a log record stops the resume with one line naming it. The log is rewritten to a new
+    file that then replaces it."""
     try:
         records = read_jsonl(path, {"step": int}, cut_end=True, empty=True) if os.path.exists(path) else []
     except ValueError as e:
         raise SystemExit(f"{e}: the run's log is damaged; fix or delete that line, then resume") from None
+    logged = max((r["step"] for r in records), default=-1)
     records = [r for r in records if r["step"] <= step]
     lost = sorted(set(range(1, step + 1)) - {r["step"] for r in records})
     if lost:
         print(f"note: {path} has no line for step {', '.join(map(str, lost))} (lost in a crash: a power "
               f"cut can zero a file's last block); the checkpoint of step {step} is whole and the run "
               "goes on from it, and the log keeps that gap")
-    with open(path + ".tmp", "w") as f:
+    write = inside(os.path.dirname(path), os.path.basename(path))
+    with open(write + ".tmp", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in records)
-    os.replace(path + ".tmp", path)
-    return records
+    os.replace(write + ".tmp", write)
+    return records, logged
 
 
 # ---------------------------------------------------------------- rollouts (every step, for tools/show.py)
 def save_rollouts(samples, tok, path):
     """OUT/rollouts/step_N.jsonl: one JSON line per sample for tools/show.py: its group, role and per-turn rewards, and per
     token its text, mask (1 = trained), advantage and turn (1..K; 0 = prompt or environment)."""
-    still_ours(os.path.dirname(os.path.dirname(path)))  # OUT/rollouts/step_N.jsonl
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
+    out = os.path.dirname(os.path.dirname(path))  # OUT/rollouts/step_N.jsonl
+    os.makedirs(inside(out, "rollouts"), exist_ok=True)
+    with open(inside(out, "rollouts", os.path.basename(path)), "w") as f:
         for s in samples:
             f.write(json.dumps({"group": s.group_name, "role": s.role, "rewards": s.rewards,
                                 "tokens": token_pieces(tok, s.ids), "mask": s.mask,
                                 "adv": s.adv, "turn": s.turn}) + "\n")
+
+
+def save_greedy(envs, exact_match_each, out, step):
+    """OUT/rollouts/eval_step_N.jsonl: the greedy evaluation's search episodes, one a line: the
+    question, its answers, the episode's messages (env.completion) and its exact match (0/1, the
+    character of exact_match_each); nothing for the games."""
+    if envs:
+        os.makedirs(inside(out, "rollouts"), exist_ok=True)
+        with open(inside(out, "rollouts", f"eval_step_{step}.jsonl"), "w") as f:
+            f.writelines(json.dumps({"question": e.question, "answers": e.answers, "completion": e.completion,
+                                     "exact_match": int(c)}) + "\n" for e, c in zip(envs, exact_match_each))
 
 
 def token_pieces(tok, ids):

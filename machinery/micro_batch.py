@@ -6,11 +6,15 @@ A larger micro-batch does the same arithmetic in fewer, larger calls: on a CPU a
 two-turn update 1.10x and 1.26x), for 3.2 GB more at peak with the bundled model
 (docs/benchmarks.md); on a GPU a small micro-batch is launch-bound (speedlab/gpu_check.py measures
 8, 16 and 32 rows). The rows' activations are held until the backward pass, so the rule is: the most
-rows, up to MOST_ROWS of the device, whose activations take at most half of the memory free, at
-about ROW_TOKENS tokens a row and bytes_per_token a token.
+rows, up to MOST_ROWS of the device, whose activations take at most half of the memory free (in a
+container, what its memory cgroup leaves), at about ROW_TOKENS tokens a row and bytes_per_token a
+token.
 """
+import os
+
 import torch
 
+PROC_MEMINFO, PROC_CGROUP, CGROUP_ROOT = "/proc/meminfo", "/proc/self/cgroup", "/sys/fs/cgroup"  # Linux's
 ROW_TOKENS = 4  # x max_completion_length: a search row's two turns and the tool result between them
 MOST_ROWS = {"cpu": 8, "cuda": 32}  # beyond these a larger micro-batch measured no faster (docs/benchmarks.md)
 
@@ -25,25 +29,54 @@ def bytes_per_token(config):
 
 
 def free_bytes(device):
-    """Memory free for this run: the GPU's free memory, or on a CPU what Linux reports available
-    (MemAvailable); None where neither can be read."""
+    """(bytes free for this run, where that was read): the GPU's free memory; on a CPU what Linux
+    reports available (MemAvailable), or less where the process's memory cgroup (a container's
+    docker -m, Slurm, Kubernetes) allows less; (None, why) where neither can be read."""
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        return torch.cuda.mem_get_info(device)[0], "the GPU's free memory"
     try:
-        with open("/proc/meminfo") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        with open(PROC_MEMINFO) as f:
+            free, where = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), "MemAvailable"
     except (OSError, StopIteration, ValueError, IndexError):
+        free, where = None, "the free memory could not be read"
+    room = cgroup_room()
+    if room is not None and (free is None or room[0] < free):
+        return room
+    return free, where
+
+
+def cgroup_room():
+    """(limit - usage, which files) of this process's memory cgroup, or None where it has no limit
+    or none can be read: v2 memory.max and memory.current, else v1 memory.limit_in_bytes and
+    memory.usage_in_bytes, in the cgroup /proc/self/cgroup names under CGROUP_ROOT."""
+    try:
+        with open(PROC_CGROUP) as f:
+            lines = [line.strip().split(":", 2) for line in f if line.count(":") >= 2]
+    except OSError:
         return None
+    for hierarchy, controllers, path in lines:
+        v2 = hierarchy == "0" and controllers == ""
+        if not v2 and "memory" not in controllers.split(","):
+            continue
+        folder = os.path.join(CGROUP_ROOT, "" if v2 else "memory", path.lstrip("/"))
+        names = ("memory.max", "memory.current") if v2 else ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        try:
+            limit, usage = (open(os.path.join(folder, n)).read().strip() for n in names)
+            limit, usage = int(limit), int(usage)  # v2's "max" (no limit) is not a number
+        except (OSError, ValueError):
+            continue
+        if limit < 2 ** 60:  # v1 writes its "no limit" as a number near 2^63
+            return max(limit - usage, 0), f"the memory cgroup's {names[0]} - {names[1]}"
+    return None
 
 
 def auto_micro_batch(model, device, max_completion_length):
     """The micro-batch chosen for this model and machine; prints one line that says why."""
     row = ROW_TOKENS * max_completion_length * bytes_per_token(model.config)
-    free = free_bytes(device)
+    free, where = free_bytes(device)
     sizes = [n for n in (64, 32, 16, 8, 4, 2) if n <= MOST_ROWS["cuda" if str(device).startswith("cuda") else "cpu"]]
     rows = 2 if free is None else next((n for n in sizes if n * row <= free / 2), 1)
-    why = "the free memory could not be read" if free is None else \
-        f"{free / 2 ** 30:.1f} GiB free, about {row / 2 ** 30:.2f} GiB a row"
+    why = where if free is None else f"{free / 2 ** 30:.1f} GiB free ({where}), about {row / 2 ** 30:.2f} GiB a row"
     print(f"micro-batch {rows} rows (auto: {why}; --micro-batch-size N to choose)")
     return rows

@@ -104,9 +104,12 @@ def reward_labels(row, env, algo):
 def group_table(rows, env, algo, prompt_end=300):
     """(columns, data) of one group for a tracker's table (machinery/trackers.py): a row per
     rollout with the last prompt_end characters of its prompt, each turn's text (the
-    environment's reply after it, marked), its rewards and its advantage per turn."""
+    environment's reply after it, marked), then its rewards and its advantage per turn as numbers
+    (a column each, which a tracker can sort; None where a rollout has no such turn)."""
     turns = max((t for r in rows for t in r["turn"]), default=0)
-    columns = ["rollout", "prompt (end)"] + [f"turn {k}" for k in range(1, turns + 1)] + ["rewards", "advantages"]
+    labels = list(dict.fromkeys(l for r in rows for l in reward_labels(r, env, algo)))
+    columns = (["rollout", "prompt (end)"] + [f"turn {k}" for k in range(1, turns + 1)]
+               + [f"reward: {l}" for l in labels] + [f"advantage: turn {k}" for k in range(1, turns + 1)])
     data = []
     for k, row in enumerate(rows):
         texts, last = {t: "" for t in range(1, turns + 1)}, 0
@@ -116,7 +119,26 @@ def group_table(rows, env, algo, prompt_end=300):
                 texts[t], last = texts[t] + text, t
             elif kind == "environment":  # the reply to the turn before it
                 texts[last] += " [environment] " + text.strip()
-        rewards = ", ".join(f"{l}: {r:.3f}" for l, r in zip(reward_labels(row, env, algo), row["rewards"]))
-        advs = ", ".join(f"turn {t}: {a:+.3f}" for t, a in advantage_of_turn(row).items()) or "none"
-        data.append([k, "".join(prompt_of(row))[-prompt_end:], *texts.values(), rewards, advs])
+        rewards = dict(zip(reward_labels(row, env, algo), row["rewards"]))
+        advs = advantage_of_turn(row)
+        data.append([k, "".join(prompt_of(row))[-prompt_end:], *texts.values(),
+                     *(rewards.get(l) for l in labels), *(advs.get(t) for t in range(1, turns + 1))])
     return columns, data
+
+
+def greedy_table(path):
+    """(columns, data) of a greedy evaluation's episodes (checkpoint.save_greedy) for a tracker's
+    table: a row per test question in order, with its answers, the model's turns (the
+    environment's replies marked) and its exact match as a number, so that one sees which
+    question flipped between evaluations. Read as data: SystemExit in one line if malformed."""
+    try:
+        rows = read_jsonl(path, {"question": str, "answers": list, "completion": list, "exact_match": int}, cut_end=True)
+    except ValueError as e:
+        raise SystemExit(f"{e}; expected one JSON object with question, answers, completion and exact_match "
+                         "per line, as train.py writes them") from None
+    data = []
+    for i, r in enumerate(rows):
+        turns = " ".join(m.get("content", "") if m.get("role") == "assistant" else f"[environment] {m.get('content', '')}"
+                         for m in r["completion"] if isinstance(m, dict))
+        data.append([i, r["question"], " | ".join(map(str, r["answers"])), turns, float(r["exact_match"])])
+    return ["question #", "question", "answers", "episode", "exact match"], data

@@ -97,9 +97,13 @@ WAIT_FOR = {"tmp": "checkpoint.tmp", "old": "checkpoint.old", "truncation": "log
 def kill_when(proc, run, how, rng):
     """SIGKILL proc after a random time ("random", "early": during start-up, model loading and
     log truncation), or as soon as a file of a checkpoint save or log rewrite appears (giving
-    up after 6 s and killing then). Returns what was seen at the kill, or None if the run
+    up after 6 s and killing then); but for "early", the time counts from the run's first log
+    line. Returns what was seen at the kill, or None if the run
     finished first."""
     wait = {"random": rng.uniform(1.0, 10.0), "early": rng.uniform(0.3, 4.0)}.get(how, 6.0)
+    log = os.path.join(run, "log.jsonl")
+    while how != "early" and proc.poll() is None and not os.path.exists(log):
+        time.sleep(0.01)  # the windows start at the first log line: trackers can take longer to start than they last
     deadline, seen = time.time() + wait, how if how in ("random", "early") else how + " (not seen)"
     while proc.poll() is None and time.time() < deadline:
         if how in WAIT_FOR and os.path.exists(os.path.join(run, WAIT_FOR[how])):

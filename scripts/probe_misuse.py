@@ -478,6 +478,8 @@ class Probe:
 
 def main():
     failures = 0
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # started in the background (cmd &), SIGINT
+    # is ignored, and the commands probed would inherit that: their Ctrl-C cases would not be tried
     print("| kind | case | what happened | handled |\n|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         probe = Probe(tmp)

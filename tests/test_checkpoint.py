@@ -3,6 +3,7 @@ flags that are checked before anything is written to the run folder."""
 import json
 import os
 import random
+import sys
 
 import pytest
 import torch
@@ -66,7 +67,7 @@ def test_truncate_log_drops_later_and_cut_lines_and_replaces_the_file(tmp_path):
     path = str(tmp_path / "log.jsonl")
     lines = [json.dumps({"step": s, "reward": s / 10}) + "\n" for s in range(4)]
     open(path, "w").write("".join(lines) + '{"step": 4, "rew')  # the last line cut by a kill
-    records = checkpoint.truncate_log(path, 2)
+    records, _ = checkpoint.truncate_log(path, 2)
     assert [r["step"] for r in records] == [0, 1, 2]
     assert open(path).read() == "".join(lines[:3]) and not os.path.exists(path + ".tmp")
     checkpoint.truncate_log(path, 2)
@@ -401,7 +402,7 @@ def test_a_resume_notes_the_steps_whose_log_lines_a_power_cut_lost(tmp_path, cap
     lines = "".join(json.dumps({"step": s, "reward": s / 10}) + "\n" for s in range(5))
     keep = len("".join(json.dumps({"step": s, "reward": s / 10}) + "\n" for s in range(3)))
     path.write_bytes(lines[:keep].encode() + b"\0" * (len(lines) - keep))
-    records = checkpoint.truncate_log(str(path), 4)
+    records, _ = checkpoint.truncate_log(str(path), 4)
     assert [r["step"] for r in records] == [0, 1, 2]
     assert "has no line for step 3, 4 (lost in a crash" in capsys.readouterr().out
     checkpoint.truncate_log(str(path), 2)  # nothing lost up to step 2: nothing said
@@ -431,3 +432,78 @@ def test_a_gpus_random_state_is_saved_and_restored(tmp_path, tiny_model_dir, mon
     restored.clear()
     checkpoint.restore({**state, "cuda_rng": []}, opt, random.Random())  # saved on a CPU, or before the key
     assert restored == []
+
+
+@pytest.mark.parametrize("target", ["log.jsonl", "rollouts", "checkpoint.old", "trackers.json", "tensorboard"])
+def test_a_folder_replaced_under_a_write_receives_nothing(tmp_path, tiny_model_dir, monkeypatch, target):
+    """The folder replaced (rm -rf, mkdir) right after a write's check that it is still the run's,
+    before the write itself, at each kind of write: the log line, the rollouts, the checkpoint (after
+    its last path is taken), the trackers' state and TensorBoard's folder. Every write goes through the held folder
+    (checkpoint.inside), so the new folder stays empty, and the run stops with the one line."""
+    import shutil
+    if target in ("trackers.json", "tensorboard"):
+        pytest.importorskip("tensorboard")
+    out = tmp_path / "run"
+    real, done = checkpoint.inside, []
+
+    def replaced_after_the_check(folder, *names):
+        path = real(folder, *names)  # the check passes, then the folder is replaced
+        writing = sys._getframe(1).f_code.co_name != "start_over"  # a write, not the clean-up of a new run
+        step_1 = names[0] != "log.jsonl" or (out / "rollouts").exists()  # the log: step 1's line
+        if names[0] == target and writing and step_1 and not done:
+            done.append(1)
+            shutil.rmtree(out)
+            out.mkdir()
+        return path
+    monkeypatch.setattr(checkpoint, "inside", replaced_after_the_check)
+    flags = ["--model", tiny_model_dir, "--steps", "2", "--batch-size", "1", "--num-generations", "2",
+             "--max-completion-length", "4", "--eval-every", "0", "--save-every", "1", "--bf16", "false",
+             "--out", str(out), "--report-to", "tensorboard" if target in ("trackers.json", "tensorboard") else "none"]
+    with pytest.raises(SystemExit, match="was deleted or replaced while this run trained"):
+        train.main(flags)
+    assert done and os.listdir(out) == []
+
+
+@pytest.mark.parametrize("flag, value", [("--max-calls", "3"), ("--levels", "public")])
+def test_a_run_from_before_a_flag_keeps_that_flags_default(tmp_path, capsys, flag, value):
+    """A run saved before --max-calls (or --levels) existed ran with its default: --resume keeps it,
+    and giving another value is refused like any flag of the run's identity (before: episodes went
+    from 2 turns to 4 in mid-run)."""
+    key = flag[2:].replace("-", "_")
+    saved = {k: v for k, v in vars(train.parse_args([])).items() if k != key}
+    run = make_run(tmp_path, saved)
+    resumed = train.parse_args(["--resume", str(run)])
+    assert getattr(resumed, key) == getattr(train.parse_args([]), key)
+    with pytest.raises(SystemExit):
+        train.parse_args(["--resume", str(run), flag, value])
+    err = capsys.readouterr().err
+    assert f"{flag} " in err and "--resume keeps a run's settings" in err
+    train.parse_args(["--resume", str(run), "--plain", "true", "--report-to", "none"])  # these may change
+
+
+BLOCKS = dict(f_frsize=4096, f_blocks=10 ** 6, f_bfree=10 ** 6, f_bavail=10 ** 6)  # 4 GB free, for shutil.disk_usage
+
+
+def test_out_of_inodes_is_said_as_such(tmp_path, monkeypatch):
+    """ENOSPC with gigabytes free: the file system has no inode left (many small files), which
+    "the disk is full (0.19 GB free)" misnamed."""
+    from types import SimpleNamespace
+    monkeypatch.setattr(checkpoint.os, "statvfs", lambda path: SimpleNamespace(f_files=1000, f_favail=0, **BLOCKS))
+    cause, fix = checkpoint.why_not_saved(OSError(28, "No space left on device"), str(tmp_path / "tmp"), False, str(tmp_path))
+    assert cause.startswith("the disk has no inode left: no file can be made there") and "small ones" in fix
+    monkeypatch.setattr(checkpoint.os, "statvfs", lambda path: SimpleNamespace(f_files=1000, f_favail=10, **BLOCKS))
+    assert checkpoint.why_not_saved(OSError(28, "No space"), str(tmp_path / "tmp"), False, str(tmp_path))[0].startswith(
+        "the disk is full")
+
+
+def test_a_failed_json_write_leaves_no_tmp_file(tmp_path, monkeypatch):
+    """A full disk at --resume left args.json.tmp behind (half written); the old args.json stays."""
+    (tmp_path / "args.json").write_text('{"steps": 3}')
+
+    def full(record, f, indent=None):
+        f.write('{"ste')
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(checkpoint.json, "dump", full)
+    with pytest.raises(OSError):
+        checkpoint.save_args({"steps": 4}, str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["args.json"] and (tmp_path / "args.json").read_text() == '{"steps": 3}'

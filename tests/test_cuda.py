@@ -80,10 +80,11 @@ def test_the_plain_and_the_fast_update_step_with_one_gradient(tiny_model_dir, mo
 
 def test_auto_reads_the_gpus_free_memory(tiny_model_dir, capsys):
     from policy import load_model
-    free = micro_batch.free_bytes("cuda")
+    free, where = micro_batch.free_bytes("cuda")
+    assert where == "the GPU's free memory"
     assert free == pytest.approx(torch.cuda.mem_get_info()[0], rel=0.05)
     block = torch.empty(2 ** 30, dtype=torch.uint8, device="cuda")  # 1 GiB taken: 1 GiB less free
-    assert micro_batch.free_bytes("cuda") == pytest.approx(free - 2 ** 30, rel=0.05)
+    assert micro_batch.free_bytes("cuda")[0] == pytest.approx(free - 2 ** 30, rel=0.05)
     del block
     model, _ = load_model(tiny_model_dir, "cuda")
     rows = micro_batch.auto_micro_batch(model, "cuda", 256)

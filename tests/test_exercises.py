@@ -399,7 +399,7 @@ def test_a_fork_left_running_fails_and_is_killed(tmp_path):
     p, seconds = run_checker(tmp_path, 1, 7)  # before: hung while the fork kept the output pipe open
     assert p.returncode == 1 and seconds < 30, p.stdout + p.stderr
     assert p.stdout.splitlines()[2:5] == [
-        " 1  group normalisation          failed: left a process running (os.fork?): end every process it starts",
+        " 1  group normalisation          failed: left a process running (os.fork, os.setsid?): end every process it starts",
         " 7  BM25 scores                  passed", "1/2 passed"]
     assert ended(int(pid_file.read_text()))
 
@@ -466,6 +466,19 @@ def test_a_returned_object_that_lies_or_breaks_does_not_pass(tmp_path, capsys, v
     assert lines[2] == " 6  exact-match reward           failed: right answer" and lines[5] == f"      got:      {got}"
 
 
+def signalled_checker(folder, exercises, marker, sig):
+    """check.py on folder's answers, sent sig once a worker wrote marker: (process, stdout, stderr)."""
+    p = subprocess.Popen([sys.executable, str(ROOT / "exercises" / "check.py"), "--dir", str(folder), *exercises],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # a suite started in the background (cmd &) ignores SIGINT, and its children inherit that
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.send_signal(sig)
+    return (p, *p.communicate(timeout=30))
+
+
 def test_ctrl_c_stops_the_checker_and_its_worker(tmp_path):
     """Ctrl-C (SIGINT to the checker) ends it with one line and exit code 130, and the worker
     running the student's code ends with it."""
@@ -479,13 +492,64 @@ def test_ctrl_c_stops_the_checker_and_its_worker(tmp_path):
             os.rename({str(marker)!r} + ".tmp", {str(marker)!r})
             time.sleep(60)
         """)})
-    p = subprocess.Popen([sys.executable, str(ROOT / "exercises" / "check.py"), "--dir", str(tmp_path), "1", "7"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
+    p, out, err = signalled_checker(tmp_path, ["1", "7"], marker, signal.SIGINT)
     assert p.returncode == 130, out + err
-    assert err.strip() == "interrupted: the exercises after the last row were not checked"
+    assert err.strip() == "interrupted (Ctrl-C): not checked: 1, 7"
     assert ended(int(marker.read_text()))
+
+
+def test_a_child_that_left_its_group_does_not_outlive_the_checker(tmp_path):
+    """os.setsid() in a child (or a double fork) left the worker's process group, so killing the
+    group missed it: it outlived check.py and the exercise passed. The helper is the subreaper of
+    everything a worker starts: the orphan comes back to it, is ended, and the exercise fails."""
+    pid_file = tmp_path / "escaped.pid"
+    source = textwrap.dedent(f"""\
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:  # a double fork: the grandchild's parent exits at once
+                with open({str(pid_file)!r} + ".tmp", "w") as f:
+                    f.write(str(os.getpid()))
+                os.rename({str(pid_file)!r} + ".tmp", {str(pid_file)!r})
+                time.sleep(10 ** 6)
+            os._exit(0)
+        while not os.path.exists({str(pid_file)!r}):
+            time.sleep(0.01)
+        """)
+    write_answers(tmp_path, {**RIGHT, 1: source + textwrap.dedent(RIGHT[1])})
+    p, seconds = run_checker(tmp_path, 1, 7)
+    assert p.returncode == 1 and seconds < 30, p.stdout + p.stderr
+    assert p.stdout.splitlines()[2] == (" 1  group normalisation          failed: left a process running (os.fork, "
+                                        "os.setsid?): end every process it starts")
+    assert ended(int(pid_file.read_text()))
+
+
+def test_a_deleted_temporary_folder_fails_that_exercise_and_the_next_is_checked(tmp_path):
+    """A student file that deletes the checker's temporary folder (where the workers' reports go):
+    before, a traceback, and exercise 2 was never checked."""
+    finder = textwrap.dedent("""\
+        import glob, os, shutil, tempfile
+        for folder in glob.glob(os.path.join(tempfile.gettempdir(), "check-*")):
+            shutil.rmtree(folder, ignore_errors=True)
+        """)
+    write_answers(tmp_path, {**RIGHT, 1: finder + textwrap.dedent(RIGHT[1])})
+    p, _ = run_checker(tmp_path, 1, 7)
+    assert p.stdout.splitlines()[2:5] == [" 1  group normalisation          failed: deleted check.py's temporary folder",
+                                          " 7  BM25 scores                  passed", "1/2 passed"], p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_sigterm_prints_what_was_not_checked(tmp_path):
+    """SIGTERM (a job's time limit, `kill`) ends the checker as Ctrl-C does: the rows so far, then
+    one line naming the exercises not checked."""
+    marker = tmp_path / "worker.pid"
+    write_answers(tmp_path, {**RIGHT, 2: textwrap.dedent(f"""\
+        import os, time
+
+        def turn_advantages(*a, **k):
+            open({str(marker)!r}, "w").close()
+            time.sleep(60)
+        """)})
+    p, out, err = signalled_checker(tmp_path, ["1", "2", "7"], marker, signal.SIGTERM)
+    assert p.returncode == 143, out + err
+    assert " 1  group normalisation          passed" in out and err.strip() == "stopped (SIGTERM): not checked: 2, 7"

@@ -211,6 +211,21 @@ def test_a_step_file_that_is_a_folder_and_a_page_into_a_new_folder(tmp_path):
         show.main([out])
 
 
+@pytest.mark.parametrize("name", ["rollouts/step_1.jsonl", "log.jsonl", "args.json", "checkpoint/config.json"])
+def test_the_page_never_replaces_a_file_of_the_run(tmp_path, name):
+    """--out RUN/rollouts/step_1.jsonl replaced the rollouts the page was made from with the page."""
+    out = make_run(tmp_path, {1: SEARCH})
+    path = os.path.join(out, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not os.path.exists(path):
+        open(path, "w").write("{}")
+    before = open(path).read()
+    with pytest.raises(SystemExit, match="is one of the run's own files .*give a file elsewhere"):
+        show.main([out, "--out", path])
+    assert open(path).read() == before
+    assert os.path.exists(show.main([out, "--out", os.path.join(out, "page.html")]))  # elsewhere in the folder: fine
+
+
 @pytest.mark.parametrize("row, message", [
     ({**SEARCH[0], "tokens": [1] * len(SEARCH[0]["tokens"])}, "line 2: 'tokens' must hold only strings"),
     ({**SEARCH[0], "adv": ["x"] * len(SEARCH[0]["adv"])}, "line 2: 'adv' must hold only numbers"),

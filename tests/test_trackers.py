@@ -51,7 +51,8 @@ def expected(out):
     """[(step, tag, value)] the log says each tracker should hold: every field of every line,
     and a table of the rollouts at each evaluation step after 0."""
     want = [(line["step"], trackers.tag(k), v) for line in log_of(out) for k, v in line.items() if k != "step"]
-    return want + [(line["step"], "eval/episodes", None) for line in log_of(out) if "t_eval" in line and line["step"]]
+    return (want + [(line["step"], "eval/episodes", None) for line in log_of(out) if "t_eval" in line and line["step"]]
+            + [(line["step"], "eval/greedy", None) for line in log_of(out) if "t_eval" in line])
 
 
 def assert_holds(got, out, rel=1e-12, repeated=()):
@@ -87,7 +88,13 @@ def test_the_flag_takes_trl_s_values_and_lists(monkeypatch):
     assert trackers.parse("none") == "none" and trackers.parse("") == "none"
     assert trackers.parse("TensorBoard, trackio,tensorboard") == "tensorboard,trackio"
     assert trackers.parse("all") == "tensorboard,trackio"  # TRL: every one installed
-    assert trackers.parse("none,tensorboard") == "tensorboard" and trackers.parse("none, none") == "none"
+    assert trackers.parse("none, none") == "none"
+    with pytest.raises(ValueError, match="none means no tracker; give it alone"):  # transformers refuses it too
+        trackers.parse("none,tensorboard")
+    monkeypatch.setattr(trackers.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError, match="--report-to all: no tracker package is installed .*or give none"):
+        trackers.parse("all")  # before: silently none
+    monkeypatch.setattr(trackers.importlib.util, "find_spec", lambda name: object() if name in installed else None)
     for text, name in (("tensorboard,mlflow", "mlflow"), ("all,wandb", "all")):
         with pytest.raises(ValueError, match=f"'{name}' is not a tracker; give none, all \\(alone\\), or one or more "
                                              "of tensorboard, wandb, trackio"):
@@ -120,16 +127,110 @@ def test_a_malformed_trackers_file_is_refused_in_one_line(tmp_path):
 
 
 def test_a_group_as_a_table_with_each_turn_rewards_and_advantages():
+    """Text columns, then the rewards and advantages as numbers, a column each (a tracker sorts
+    them); TensorBoard's Markdown escapes the text and writes the numbers to 3 decimals."""
     toks = ["sys ", "Q?", "<search>x</search>", "\n<result>doc</result>\n", "<answer>y</answer>"]
     row = {"group": "g", "role": "", "rewards": [0.7, 1.5], "tokens": toks, "mask": [0, 0, 1, 0, 1],
            "adv": [0, 0, 0.25, 0, -0.5], "turn": [0, 0, 1, 0, 2]}
     columns, data = rollout_files.group_table([row], "search", "mt", prompt_end=3)
-    assert columns == ["rollout", "prompt (end)", "turn 1", "turn 2", "rewards", "advantages"]
+    assert columns == ["rollout", "prompt (end)", "turn 1", "turn 2", "reward: turn 1", "reward: turn 2 (outcome)",
+                       "advantage: turn 1", "advantage: turn 2"]
     assert data == [[0, " Q?", "<search>x</search> [environment] <result>doc</result>", "<answer>y</answer>",
-                     "turn 1: 0.700, turn 2 (outcome): 1.500", "turn 1: +0.250, turn 2: -0.500"]]
+                     0.7, 1.5, 0.25, -0.5]]
     text = trackers.markdown(columns, data)
-    assert text.splitlines()[1] == "|---|---|---|---|---|---|"
+    assert text.splitlines()[1] == "|---|---|---|---|---|---|---|---|"
     assert "&lt;search&gt;x&lt;/search&gt;" in text and text.count("\n") == 2  # tags shown as text, one row
+    assert text.endswith("| +0.700 | +1.500 | +0.250 | -0.500 |")
+
+
+class Spy:
+    """Records every call made on it, by name; Table keeps its arguments."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        return lambda *a, **k: self.calls.append((name, a, k)) or (a, k)
+
+
+def test_w_and_b_commits_each_step_and_trackio_gets_plain_text():
+    """W&B holds a step logged with an explicit step in memory until the next one comes, unless
+    it is committed: a kill then lost the last step although trackers.json counted it. Trackio
+    shows plain text: its cells are not HTML-escaped (TensorBoard's Markdown is)."""
+    table = (["rollout", "turn 1", "reward: turn 1"], [[0, "<search>a|b</search>", 0.5]])
+    wandb = object.__new__(trackers.WandB)
+    wandb.run, wandb.wandb = Spy(), Spy()
+    wandb.log(3, {"train/loss": 1.0}, {"eval/episodes": table})
+    (name, args, kwargs), = wandb.run.calls
+    assert name == "log" and kwargs == {"step": 3, "commit": True} and args[0]["train/loss"] == 1.0
+    trackio = object.__new__(trackers.Trackio)
+    trackio.run, trackio.trackio = Spy(), Spy()
+    trackio.log(3, {}, {"eval/episodes": table})
+    (_, (logged,), _), = trackio.run.calls
+    assert logged["eval/episodes"] == ((), {"columns": table[0], "data": table[1]})  # as they are
+
+
+def test_a_copied_run_folder_gets_new_tracker_runs(tmp_path, capsys):
+    """cp -r A B, then --resume B: B's steps must not go into A's tracker runs (the same W&B id, one
+    Trackio run for both). trackers.json keeps its folder's identity; a copy starts new runs."""
+    a = tmp_path / "A"
+    a.mkdir()
+    state = {**trackers.read_state(str(a)), "sent": {"tensorboard": 2}, "folder": trackers.folder_id(str(a))}
+    (a / "trackers.json").write_text(json.dumps(state))
+    assert trackers.read_state(str(a), logged=2)["id"] == state["id"]  # the same folder: the same runs
+    os.rename(a, tmp_path / "A2")  # a renamed folder is the same run
+    assert trackers.read_state(str(tmp_path / "A2"), logged=2)["id"] == state["id"]
+    shutil.copytree(tmp_path / "A2", tmp_path / "B")
+    copied = trackers.read_state(str(tmp_path / "B"), logged=2)
+    assert copied["id"] != state["id"] and copied["sent"] == {} and "came from another run folder" in capsys.readouterr().out
+    old = {k: v for k, v in state.items() if k != "folder"}  # a file from before the identity was kept
+    (tmp_path / "B" / "trackers.json").write_text(json.dumps(old))
+    assert trackers.read_state(str(tmp_path / "B"), logged=2)["id"] == state["id"]
+
+
+@pytest.mark.parametrize("sent", [99, 10 ** 30, -2])
+def test_a_step_the_log_never_had_is_refused(tmp_path, sent):
+    """trackers.json with a step past the log's last (or below -1): that tracker would silently
+    never get a step again. One line, before anything is written."""
+    (tmp_path / "trackers.json").write_text(json.dumps({"id": "abcd1234", "sent": {"tensorboard": sent}}))
+    with pytest.raises(SystemExit, match="fix it, or delete it"):
+        trackers.read_state(str(tmp_path), logged=4)
+
+
+def test_a_tensorboard_folder_it_cannot_write_is_one_warning_line(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    """Before: the promised warning, then a 45-line traceback from TensorBoard's writer thread. Its
+    folder is now tried before the writer starts (a folder it may not write is staged by the check
+    failing: the tests run as root, who writes through chmod)."""
+    needs("tensorboard")
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "1", "--eval-every", "0", "--report-to", "tensorboard")
+    monkeypatch.setattr(trackers, "writable", lambda folder: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    train.main(flags)
+    err = capsys.readouterr().err
+    assert err.count("warning: tensorboard failed to open") == 1 and "Traceback" not in err
+    assert not os.path.exists(os.path.join(out, "tensorboard"))
+
+
+def test_a_tracker_thread_that_fails_is_one_warning_line(tmp_path, capsys):
+    """TensorBoard's writer and Trackio's sender write in threads of their own; one that raised
+    printed its whole traceback (45 lines for TensorBoard's). Now one line, and training goes on."""
+    import threading
+    from types import SimpleNamespace
+    needs("tensorboard")
+    args = SimpleNamespace(out=str(tmp_path), env="search", algo="mt", report_to="tensorboard")
+    original = threading.excepthook
+    trackers.Follow(args, {"seed": 0}, [])  # a run that crashed: never closed, its hook left in place
+    watch = trackers.Follow(args, {"seed": 0}, [])
+
+    def writer():
+        raise OSError(28, "No space left on device")
+    thread = threading.Thread(target=writer, name="EventLoggerThread")
+    thread.start()
+    thread.join()
+    watch.close()
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"warning: a tracker's background thread (EventLoggerThread) failed (OSError: [Errno 28] "
+                                f"No space left on device); training and {tmp_path}/log.jsonl go on"]
+    assert threading.excepthook is original  # given back, the crashed run's too
 
 
 def test_w_and_b_is_offline_unless_a_key_is_set(tmp_path, monkeypatch):
@@ -149,10 +250,10 @@ def test_tensorboard_drops_what_a_killed_run_wrote_past_its_last_step(tmp_path):
     needs("tensorboard")
     first = trackers.TensorBoard(str(tmp_path), "abcd1234", {"seed": 0}, None)
     for step in (1, 2):
-        first.log(step, {"train/loss": float(step)}, None)
+        first.log(step, {"train/loss": float(step)}, {})
     first.close()
     again = trackers.TensorBoard(str(tmp_path), "abcd1234", {"seed": 0}, 1)  # trackers.json: step 1 sent
-    again.log(2, {"train/loss": 20.0}, None)
+    again.log(2, {"train/loss": 20.0}, {})
     again.close()
     assert sorted((s, v) for s, _, v in read_tensorboard(str(tmp_path))[0]) == [(1, 1.0), (2, 20.0)]
 
@@ -169,8 +270,11 @@ def test_the_tracker_holds_every_log_value_at_its_step(tmp_path, tiny_model_dir,
         got, hparams = read_tensorboard(out)
         assert hparams  # the flags, in the HPARAMS tab
         episodes = dict(((s, t), v) for s, t, v in got)[2, "eval/episodes"]
-        assert episodes.startswith("| rollout | prompt (end) | turn 1 | turn 2 | rewards | advantages |")
+        assert episodes.startswith("| rollout | prompt (end) | turn 1 | turn 2 | reward: turn 1 | reward: turn 2 (outcome) |")
         assert "turn 2 (outcome)" in episodes
+        greedy = dict(((s, t), v) for s, t, v in got)[2, "eval/greedy"]  # which test question was answered
+        assert greedy.startswith("| question # | question | answers | episode | exact match |")
+        assert greedy.count("\n") == 1 + 2 and greedy.splitlines()[2].endswith(("| +0.000 |", "| +1.000 |"))
     if name == "wandb":
         _, ids, config = read_wandb(out)
         assert ids == {json.load(open(os.path.join(out, "trackers.json")))["id"]}
@@ -221,6 +325,31 @@ def test_resume_goes_on_in_the_same_tracker_runs_with_no_step_twice(tmp_path, ti
     from trackio.sqlite_storage import SQLiteStorage
     records = [r for r in SQLiteStorage.get_run_records(trackers.PROJECT) if r["name"] == trackio_run(out)]
     assert len(records) == 1  # one Trackio run (one run id), continued
+
+
+@pytest.mark.parametrize("name", ["wandb", "trackio"])
+def test_steps_a_kill_lost_are_sent_again_once(tmp_path, tiny_model_dir, name, capsys):
+    """W&B and Trackio write in the background: a SIGKILL loses what they had not written, though
+    trackers.json counts it as sent (kill_resume.py found W&B without steps 0-6). --resume asks
+    the tracker's own store which steps it holds and sends the rest again, each once. The loss is
+    staged: W&B's first session deleted, Trackio's steps from 1 on deleted from its store."""
+    needs(name)
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "2", "--report-to", name)
+    train.main(flags)
+    assert json.load(open(os.path.join(out, "trackers.json")))["sent"] == {name: 2}
+    if name == "wandb":
+        shutil.rmtree(glob.glob(os.path.join(out, "wandb", "offline-run-*"))[0])
+        held = -1
+    else:
+        import sqlite3
+        from trackio.sqlite_storage import SQLiteStorage
+        with sqlite3.connect(SQLiteStorage.get_project_db_path(trackers.PROJECT)) as db:
+            db.execute("DELETE FROM metrics WHERE run_name = ? AND step >= 1", (trackio_run(out),))
+        held = 0
+    capsys.readouterr()
+    train.main(["--resume", out, "--steps", "3"])
+    assert f"note: {name} holds steps up to {held}, not 2 (lost at a kill): they are sent again" in capsys.readouterr().err
+    assert_holds(READ[name](out), out)  # every step once, none missing
 
 
 def test_a_tracker_that_raises_is_switched_off_and_training_goes_on(tmp_path, tiny_model_dir, monkeypatch, capsys):
@@ -275,3 +404,53 @@ def test_the_tensorboard_page_screenshot_shows_the_curves(tmp_path, tiny_model_d
     pixels = Counter(bytes(r[i:i + 3]) for r in rows for i in range(0, w * bpp, bpp))
     assert (w, h) == (1600, 1080) and pixels[bytes((245, 124, 0))] > 10000  # the page, not a blank one
     assert pixels[bytes((255, 112, 67))] > 100  # the curves are drawn
+
+
+def test_offline_w_and_b_never_asks_for_its_url(tmp_path, monkeypatch, capsys):
+    """Every offline start printed W&B's "URL not available in offline run": the code read run.url."""
+    from types import SimpleNamespace
+
+    class Run:
+        @property
+        def url(self):
+            raise AssertionError("run.url read offline")
+    fake = SimpleNamespace(init=lambda **k: Run(), Settings=lambda **k: None)
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    trackers.WandB(str(tmp_path), "abcd1234", {}, None)
+    assert "offline; upload it later with: wandb sync" in capsys.readouterr().out
+
+
+def test_run_name_and_project_name_the_tracker_runs(tmp_path, tiny_model_dir):
+    """--run-name and --project (TRL's and transformers' names) for W&B and Trackio; without them the
+    run folder's name and turn-rl."""
+    needs("wandb", "trackio")
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "1", "--eval-every", "0",
+                          "--report-to", "wandb,trackio", "--run-name", "mt-seed-0", "--project", "credit-lab")
+    train.main(flags)
+    names = []
+    read_wandb(out, names)
+    assert names == [("credit-lab", "mt-seed-0")]
+    got, _ = read_trackio(out, "credit-lab", "mt-seed-0")
+    assert {step for step, _, _ in got} == {1}
+
+
+def test_the_greedy_evaluation_is_kept_and_read_back_as_data(tmp_path):
+    """OUT/rollouts/eval_step_N.jsonl: one line per test question, in order; a damaged file is one
+    line (and no table: training goes on)."""
+    from types import SimpleNamespace
+    from machinery import checkpoint
+    envs = [SimpleNamespace(question=f"Q{i}?", answers=["A", "B"], completion=[
+        {"role": "assistant", "content": "<tool>x</tool>"}, {"role": "user", "content": "doc"},
+        {"role": "assistant", "content": f"<answer>{i}</answer>"}]) for i in range(2)]
+    checkpoint.save_greedy(envs, "01", str(tmp_path), 4)
+    path = tmp_path / "rollouts" / "eval_step_4.jsonl"
+    columns, data = rollout_files.greedy_table(str(path))
+    assert columns == ["question #", "question", "answers", "episode", "exact match"]
+    assert data == [[0, "Q0?", "A | B", "<tool>x</tool> [environment] doc <answer>0</answer>", 0.0],
+                    [1, "Q1?", "A | B", "<tool>x</tool> [environment] doc <answer>1</answer>", 1.0]]
+    path.write_text('{"question": 3}\n')
+    with pytest.raises(SystemExit, match="eval_step_4.jsonl.*question, answers, completion and exact_match"):
+        rollout_files.greedy_table(str(path))
+    checkpoint.save_greedy([], "", str(tmp_path), 5)  # the games: no file
+    assert not (tmp_path / "rollouts" / "eval_step_5.jsonl").exists()

@@ -7,6 +7,7 @@ root imports them.
     credit.py           every advantage estimator against the true advantage (docs/tools.md)
     credit_report.py    no script: credit's tables and plot, and the checks of a --from file
     credit_gradient.py  no script: each estimator's update against the true one (credit --gradient)
+    credit_bias.py      does an estimator favour "search again" over "answer now"? across states, and inside one
     scale_trl.py        MT-GRPO inside TRL's GRPOTrainer, for many GPUs (docs/scale.md)
     output.py           no script: where credit, compare and show write, checked before their work
 

@@ -35,6 +35,7 @@ the true A*, can correlate with the measured A* above sqrt(2r / (1 + r)) (Spearm
 """
 import argparse
 import collections
+import dataclasses
 import importlib.util
 import json
 import os
@@ -69,6 +70,7 @@ DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr"), ("mt_half", 
     g: (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo")) for g in GAMES}
 DEFAULT_STATES = {"search": 12} | {g: 4 for g in GAMES}  # about 20 min each
 DEFAULT_CONTINUATIONS = {"search": 8} | {g: 4 for g in GAMES}
+UNRECORDED = ("out", "resume", "overwrite", "report_to", "device")  # where a run writes, not what it measures
 BOOTSTRAP = (10, 100_000)  # draws: 1000 take seconds; the upper bound keeps a typo from running for days
 SUBSETS = {g: {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1, "turns 2+": lambda r: r["turn"] >= 2} for g in GAMES}
 
@@ -376,40 +378,6 @@ def analyse(records, env, bootstrap=1000, seed=0):
     return out
 
 
-def call_bias(records, bootstrap=1000, seed=0):
-    """Search: does an estimator favour "call again" over "answer now" at equal A*? (a turn-level
-    baseline that depends on the episode's own stopping turn gives one a hidden bonus: verl RFC
-    #7244). Over the turns that could do either (before turn K), per target and estimator, the
-    least-squares fit adv = a + b A* + c [the turn calls]: c is the bonus in the advantage's units,
-    c / b in the return's. A* is noisy, which flattens b, so c also takes up a little of any gap
-    in mean A* between the two kinds (given beside it). 95 % intervals over questions. None when
-    the turns hold only one kind."""
-    rows = [i for i, r in enumerate(records) if r.get("kind") in ("call", "answer")]
-    if {records[i]["kind"] for i in rows} != {"call", "answer"}:
-        return None
-    calls = np.array([records[i]["kind"] == "call" for i in rows], float)
-    clusters = sorted({records[i]["cluster"] for i in rows})
-    of = np.array([clusters.index(records[i]["cluster"]) for i in rows])
-    draws = credit_gradient.cluster_weights(len(clusters), bootstrap, seed)
-    out = {"calls": int(calls.sum()), "answers": int(len(rows) - calls.sum())}
-    for target in TARGETS["search"]:
-        a_star = true_advantages(records, target)[0][rows]
-        out[target] = {"a_star_gap": [float(a_star[calls == 1].mean() - a_star[calls == 0].mean())]}
-        for e in ESTIMATORS["search"]:
-            if all(e in records[i]["adv"] for i in rows):
-                adv = np.array([records[i]["adv"][e] for i in rows])
-                fits = [bonus(adv, a_star, calls, w[of].astype(float)) for w in draws]
-                out[target][e] = {k: [fits[0][j], *interval([f[j] for f in fits[1:]])] for j, k in enumerate(("bonus", "bonus_in_return"))}
-    return out
-
-
-def bonus(adv, a_star, calls, w):
-    """(c, c / b) of the weighted least-squares fit adv = a + b A* + c calls."""
-    X = np.stack([np.ones_like(a_star), a_star, calls], 1) * np.sqrt(w)[:, None]
-    (a, b, c), *_ = np.linalg.lstsq(X, adv * np.sqrt(w), rcond=None)
-    return float(c), float(c / b) if b > 0 else float("nan")
-
-
 def update(result):
     """The update's figures of a --gradient measurement (tools/credit_gradient.py): per target,
     each estimator's cosine with the A* gradient, on all its answers, from the kept Gram matrix."""
@@ -487,7 +455,9 @@ def measure(ours, args):
         records = game_records(make_env, items, sampler, G, M, args.scale_rewards, ours.chunk, "credit: episodes")
     settings = {"env": args.env, "model": args.model, "states": len(items), "num_generations": G, "continuations": M,
                 "bf16": bool(args.bf16 and precision.bf16_ok(device)), "temperature": args.temperature, "scale_rewards": args.scale_rewards,
-                "bootstrap": ours.bootstrap, "seed": args.seed}
+                "bootstrap": ours.bootstrap, "seed": args.seed,
+                **({"max_calls": args.max_calls} if args.env == "search" else {"levels": args.levels}),
+                "flags": {k: v for k, v in dataclasses.asdict(args).items() if k not in UNRECORDED}}  # every one that made it
     rows = [r.pop("_ids") for r in records]
     result = {"settings": settings, "records": records}
     if ours.gradient:
@@ -514,8 +484,17 @@ def main(argv=None):
     for flag, path in (("--json", ours.json), ("--png", ours.png)):  # before the 20 minutes, not after them
         if path:
             output.check(path, flag)
+    for flag, path in (("--json", ours.json), ("--png", ours.png)):
+        if path and any(os.path.realpath(path) == os.path.realpath(source) for source in ours.sources or ()):
+            raise SystemExit(f"{flag} {path} is a --from file: writing it would replace the measurement it reads; "
+                             "give another file")
+    if ours.json and ours.png and os.path.realpath(ours.json) == os.path.realpath(ours.png):
+        raise SystemExit(f"--json and --png both name {ours.json}: the picture would overwrite the measurement; "
+                         "give two files")
     if ours.png and not has_matplotlib():
         raise SystemExit("--png needs matplotlib: pip install -r requirements-plot.txt, or leave out --png")
+    if ours.png and (why := picture_problem(ours.png)):
+        raise SystemExit(why)
     results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
     for result in results:
         result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
@@ -526,6 +505,17 @@ def main(argv=None):
         print(summary(results, [os.path.basename(p).removesuffix(".json") for p in ours.sources]))
     save(results[0], ours)
     return results[0]
+
+
+def picture_problem(path):
+    """Why matplotlib cannot write a picture named `path` (its ending names no format it writes),
+    or None; asked before the measurement, not after it."""
+    from matplotlib.backend_bases import FigureCanvasBase
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ending = os.path.splitext(path)[1][1:].lower()
+    if ending and ending not in formats:
+        return f"--png {path}: matplotlib writes {', '.join(sorted(formats))}; end the file's name with one of these"
+    return None
 
 
 def has_matplotlib():

@@ -8,7 +8,8 @@ import os
 import numpy as np
 
 from machinery.records import read_json
-from tools.credit import BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, call_bias, pearson, true_advantages
+from tools.credit import BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, pearson, true_advantages
+from tools.credit_bias import across_table, call_bias
 
 # the summary's columns: the pre-registered differences of each subset (turn 2: MT-GRPO against
 # GRPO-MR, the paper's case; MT-GRPO - GRPO-OR is 0 there by construction)
@@ -26,10 +27,19 @@ def with_interval(triple):
     return f"{number(v)} [{number(lo)}, {number(hi)}]"
 
 
+def where(s):
+    """What a measurement's settings say beyond the defaults: the levels (the games), K (search).
+    A file made before they were recorded measured the defaults, except where its settings say."""
+    if s["env"] == "search":
+        return f", K = {s['max_calls'] + 1} turns" if s.get("max_calls", 1) != 1 else ""
+    return f", the {s['levels']} levels" if s.get("levels", "ours") != "ours" else ""
+
+
 def tables(result):
     """The measurement as markdown tables (what docs/results-credit.md shows)."""
     env, s = result["settings"]["env"], result["settings"]
-    lines = [f"{env}, model {s['model']}, {s['states']} {'questions' if env == 'search' else 'levels'}, "
+    lines = [f"{env}, model {s['model']}, {s['states']} {'questions' if env == 'search' else 'levels'}"
+             f"{where(s)}, "
              f"{'G' if env == 'search' else 'K'} = {s['num_generations']}, M = {s['continuations']}, "
              f"{'bf16' if s['bf16'] else 'fp32'}, temperature {s['temperature']}, {s['bootstrap']} bootstrap draws"]
     if "machine" in result:
@@ -60,17 +70,20 @@ def tables(result):
 
 
 def bias_table(bias):
-    """call_bias as a table: the hidden bonus of a call over an answer at equal A*."""
+    """call_bias as a table: the bonus of a call over an answer at equal A*, across states
+    (tools/credit_bias.py)."""
     lines = []
     for target in TARGETS["search"]:
         cell = bias[target]
-        lines += ["", f"**search, A* of {target}: the bonus of a tool call over answering now, at equal A*** ({bias['calls']} "
-                      f"calls, {bias['answers']} answers, turns before the last; calls' mean A* − answers': "
-                      f"{number(cell['a_star_gap'][0])}; 95 % interval)", "",
-                  "| estimator | bonus c, advantage units | c / b, return units |", "|---|---|---|"]
-        lines += [f"| {NAMES[e]} | {with_interval(cell[e]['bonus'])} | {with_interval(cell[e]['bonus_in_return'])} |"
+        lines += ["", f"**search, A* of {target}: the bonus of a tool call over answering now, at equal A*, across "
+                      f"states** ({bias['calls']} calls, {bias['answers']} answers, turns before the last; calls' mean "
+                      f"A* − answers': {number(cell['a_star_gap'][0])}; 95 % interval; c / b where b > 0)", "",
+                  "| estimator | bonus c, advantage units | c / b, return units | draws left out: singular / b ≤ 0 |",
+                  "|---|---|---|---|"]
+        lines += [f"| {NAMES[e]} | {with_interval(cell[e]['bonus'])} | {with_interval(cell[e]['bonus_in_return'])} "
+                  f"| {cell[e]['singular_draws']} / {cell[e]['b_not_positive_draws']} |"
                   for e in ESTIMATORS["search"] if e in cell]
-    return lines
+    return lines + (across_table(bias) if "specifications" in bias else [])
 
 
 def update_table(figures, env):
@@ -134,7 +147,7 @@ def summary(results, names=None):
         for r, name in mine:
             cells = [with_interval(r["figures"][t][sub]["differences"]["-".join(d)]) if sub in r["figures"][t] else "–"
                      for t, sub, d in cols]
-            lines.append(f"| {name} | {r['settings']['model']} | {'bf16' if r['settings']['bf16'] else 'fp32'} | "
+            lines.append(f"| {name} | {r['settings']['model']}{where(r['settings'])} | {'bf16' if r['settings']['bf16'] else 'fp32'} | "
                          + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -199,6 +212,8 @@ SETTINGS = {"env": (lambda x: x in ESTIMATORS, "search, planpath or sokoban"), "
             "bf16": (lambda x: isinstance(x, bool), "true or false"),
             "temperature": (lambda x: finite(x) and x >= 0, "a number, at least 0"),
             "bootstrap": (whole(*BOOTSTRAP), f"a whole number from {BOOTSTRAP[0]} to {BOOTSTRAP[1]}")}
+OPTIONAL = {"levels": (lambda x: x in ("ours", "public"), "ours or public"), "max_calls": (whole(1), "a whole number, at least 1"),
+            "flags": (lambda x: isinstance(x, dict), "an object")}
 MACHINE = {"cpu": (lambda x: isinstance(x, str), "text"), "threads": (whole(1), "a whole number, at least 1"),
            "load_at_start": (finite, "a number"), "seconds": (finite, "a number")}
 
@@ -217,7 +232,8 @@ def result_problem(result):
     """What is wrong with a read --json object, or None: settings, machine, then record by record."""
     if not isinstance(result.get("machine", {}), dict):
         return "'machine' must be an object"
-    why = (fields_problem("settings", result["settings"], SETTINGS)
+    optional = {k: v for k, v in OPTIONAL.items() if k in result["settings"]}  # recorded since 2026-11-27
+    why = (fields_problem("settings", result["settings"], {**SETTINGS, **optional})
            or ("machine" in result and fields_problem("machine", result["machine"], MACHINE))
            or (not result["records"] and "no records"))
     if why:
@@ -226,7 +242,21 @@ def result_problem(result):
     if "gram" in result and not (isinstance(result["gram"], list) and len(result["gram"]) == n and all(
             isinstance(row, list) and len(row) == n and all(map(finite, row)) for row in result["gram"])):
         return f"'gram' must be {n} lists of {n} finite numbers (one row and column per record)"
+    if "gram" in result and (why := gram_problem(np.array(result["gram"], float))):
+        return why
     return next(filter(None, (record_problem(r, env, f"record {i}") for i, r in enumerate(result["records"]))), None)
+
+
+def gram_problem(gram, tol=1e-5):
+    """What is wrong with a Gram matrix of gradients (inner products: symmetric, no negative
+    eigenvalue) beyond the rounding of its 7 kept digits, or None. An edited one gave other
+    cosines, and NaN printed as "–", the same as "undefined"."""
+    scale = max(np.abs(gram).max(), 1e-300)
+    if np.abs(gram - gram.T).max() > tol * scale:
+        return "'gram' must be symmetric (a matrix of inner products): it is not, beyond rounding"
+    if np.linalg.eigvalsh(gram).min() < -tol * scale * len(gram):
+        return "'gram' must have no negative eigenvalue (a matrix of inner products): it has one, beyond rounding"
+    return None
 
 
 def record_problem(r, env, where):

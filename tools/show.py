@@ -287,6 +287,13 @@ def group_size(out, rows):
     return max(k, largest) if isinstance(k, int) and not isinstance(k, bool) else largest
 
 
+def run_file(run, path):
+    """Whether path is a file the run itself keeps, which a page must never replace."""
+    inside = os.path.relpath(os.path.realpath(path), os.path.realpath(run))
+    return not inside.startswith("..") and (inside in ("log.jsonl", "args.json", "trackers.json") or inside.split(
+        os.sep)[0] in ("rollouts", "checkpoint", "checkpoint.old", "checkpoint.tmp", "tensorboard", "wandb"))
+
+
 @one_line
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -305,6 +312,9 @@ def main(argv=None):
                          + ", ".join(map(str, sorted(steps))))
     path = a.file or os.path.join(a.out, f"tree_step_{step}.svg" if a.tree else f"show_step_{step}.html")
     output.check(path, "--out" if a.file else "", fix=None if a.file else "give --out FILE elsewhere")  # before the reading
+    if a.file and run_file(a.out, path):
+        raise SystemExit(f"--out {path} is one of the run's own files (its log, args, rollouts, checkpoints or "
+                         "trackers): the page would replace it; give a file elsewhere")
     rows = read_rollouts(steps[step])
     if a.tree:
         groups = level_groups(rows, a.level)

@@ -1,0 +1,361 @@
+"""Does an estimator favour "search again" over "answer now"? Measured across states and inside one.
+
+    python tools/credit_bias.py --model runs/credit-mt3/checkpoint --json docs/runs/credit/within-state/search-mt3-k3-bf16.json
+    python tools/credit_bias.py --from docs/runs/credit/within-state/search-mt3-k3-bf16.json   # the tables again, no model
+
+With K > 2 turns (train.py --max-calls 2) a search episode decides at every turn before the last
+whether to call the tool again or to answer. If an estimator gave a call more advantage than an
+answer worth as much, its update would push the policy toward calling (verl RFC #7244 describes
+such a bias where the number of normalised terms depends on where an episode stopped; mtgrpo.py
+sums K - 1 turn terms for every episode, so that mechanism is absent here, and the RFC is the
+motivation, not the explanation).
+
+Across states (call_bias; tools/credit.py's records of a K = 3 measurement): the least-squares fit
+adv = a + b A* + c [the turn calls] over the turns that could do either. c is in advantage units,
+c / b in reward units. Its specifications (pooled, turn 2 alone, a turn dummy, question effects,
+and at turn 2 the state's value V(s) as a covariate) and the split of c into the terms each
+estimator adds (norm(R^O), norm(R^T_1), norm(R^T_2): the fit is linear in adv, so their c add up).
+Every turn-2 state carries one scored action, so a baseline error that depends only on the state
+enters c without biasing the policy gradient: the across-state c is not the gradient's bias.
+
+Inside a state (measure; this file's command): at each turn-2 state of the measured episodes (an
+episode that made one call: its prompt, turn 1 and the tool result), continuations are sampled
+until both a call and an answer begin one (at least --per-kind of each, at most --most in all; the
+first --episodes such states of each question). Each
+continuation is scored with each estimator's A_2, the rest of its group held as it is (the
+episode's own row replaced by the continuation's rewards), and its return from turn 2 estimates
+Q(s, call) or Q(s, answer). Per state, the gap E[adv | call] - E[adv | answer] is what the policy
+gradient at s sees; Q^(s, call) - Q^(s, answer) is what it should see. Across the states that met
+both kinds: the fit gap_adv = b gap_Q + c (c: the bonus of a call inside a state, in advantage
+units), the mean gaps, and the same split into terms; 95 % intervals over questions.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import env_search
+import mtgrpo
+import rewards
+import train
+from machinery.cli import one_line
+from machinery.records import read_json
+from policy import BUNDLED, pick_device, play_episodes, turn_generator
+from tools import output
+from tools.credit import ESTIMATORS, NAMES, TARGETS, interval, kind_of, replay_prefix, true_advantages
+from tools.credit_gradient import cluster_weights
+
+TERMS = ("norm(R^T_1)", "norm(R^T_2)", "norm(R^O)")  # what MT-GRPO adds up at K = 3 (alpha 1)
+
+
+# ---------------------------------------------------------------- across states
+def least_squares(y, columns, w):
+    """Coefficients of the weighted fit y = sum_j coef_j columns_j, or None where the weights leave
+    the columns dependent (a bootstrap draw with no call or no answer: lstsq would return one of
+    infinitely many fits, an arbitrary c)."""
+    X = np.stack(columns, 1) * np.sqrt(w)[:, None]
+    coef, _, rank, _ = np.linalg.lstsq(X, np.asarray(y, float) * np.sqrt(w), rcond=None)
+    return coef if rank == X.shape[1] else None
+
+
+def bonus(adv, a_star, calls, w, extra=()):
+    """(c, c / b) of the weighted fit adv = a + b A* + c calls (+ the extra columns); NaN for a
+    singular draw, and c / b NaN where b <= 0 (the interval of c / b is conditional on b > 0)."""
+    extra = [x for x in extra if np.any(w * x)]  # a question's effect where the draw left it out: no column
+    coef = least_squares(adv, [np.ones_like(a_star), a_star, calls, *extra], w)
+    if coef is None:
+        return float("nan"), float("nan")
+    b, c = coef[1], coef[2]
+    return float(c), float(c / b) if b > 0 else float("nan")
+
+
+def with_draws(fits):
+    """[point, low, high] of c and of c / b, and how many bootstrap draws each interval left out."""
+    draws = fits[1:]
+    return {"bonus": [fits[0][0], *interval([f[0] for f in draws])],
+            "bonus_in_return": [fits[0][1], *interval([f[1] for f in draws])],
+            "singular_draws": sum(f[0] != f[0] for f in draws), "b_not_positive_draws": sum(
+                f[0] == f[0] and f[1] != f[1] for f in draws)}
+
+
+def terms(records, rows):
+    """{term: per-row values}: the parts of MT-GRPO's A_k at K = 3 and alpha 1, from the
+    estimators a record carries: A_1 = n1 + n2 + o, alpha 0.5's A_1 = n1 + n2 / 2 + o / 4, and
+    A_2 = n2 + o (GRPO-OR's A = o = norm(R^O))."""
+    out = {t: [] for t in TERMS}
+    for i in rows:
+        a, k = records[i]["adv"], records[i]["turn"]
+        o = a["or"]
+        n2 = 2 * ((a["mt"] - o) - (a["mt_half"] - o / 4)) if k == 1 else a["mt"] - o
+        n1 = a["mt"] - o - n2 if k == 1 else 0.0
+        for t, v in zip(TERMS, (n1, n2, o)):
+            out[t].append(v)
+    return {t: np.array(v) for t, v in out.items()}
+
+
+def call_bias(records, bootstrap=1000, seed=0):
+    """The across-state fit (module docstring) per target and estimator, with the count of draws
+    each interval left out; on the return also its specifications and MT-GRPO's terms. None when the
+    turns that could do either hold only one kind, or for a measurement of two turns (no turn 2
+    could call)."""
+    rows = [i for i, r in enumerate(records) if r.get("kind") in ("call", "answer")]
+    if {records[i]["kind"] for i in rows} != {"call", "answer"}:
+        return None
+    calls = np.array([records[i]["kind"] == "call" for i in rows], float)
+    turn = np.array([records[i]["turn"] for i in rows])
+    clusters = sorted({records[i]["cluster"] for i in rows})
+    of = np.array([clusters.index(records[i]["cluster"]) for i in rows])
+    draws = [w[of].astype(float) for w in cluster_weights(len(clusters), bootstrap, seed)]
+    out = {"calls": int(calls.sum()), "answers": int(len(rows) - calls.sum())}
+    for target in TARGETS["search"]:
+        a_star = true_advantages(records, target)[0][rows]
+        out[target] = {"a_star_gap": [float(a_star[calls == 1].mean() - a_star[calls == 0].mean())]}
+        for e in ESTIMATORS["search"]:
+            if all(e in records[i]["adv"] for i in rows):
+                adv = np.array([records[i]["adv"][e] for i in rows])
+                out[target][e] = with_draws([bonus(adv, a_star, calls, w) for w in draws])
+    a_star = true_advantages(records, "return")[0][rows]
+    if len(set(turn)) > 1 and all("mt_half" in records[i]["adv"] for i in rows):
+        second = turn == 2
+        value = np.array([np.mean(records[i]["v"]["return"]) if "v" in records[i] else 0.0 for i in rows])
+        effects = [(of == q).astype(float) for q in range(1, len(clusters))]
+        specs = {"pooled": (np.ones(len(rows), bool), ()), "turn 2 alone": (second, ()),
+                 "a turn dummy": (np.ones(len(rows), bool), (second.astype(float),)),
+                 "question effects": (np.ones(len(rows), bool), tuple(effects)),
+                 "turn 2 alone, V(s) a covariate": (second, (value,))}
+        out["specifications"] = {}
+        for name, (keep, extra) in specs.items():
+            cols = [x[keep] for x in extra]
+            out["specifications"][name] = {e: with_draws([bonus(np.array([records[i]["adv"][e] for i in rows])[keep],
+                                                               a_star[keep], calls[keep], w[keep], cols) for w in draws])
+                                           for e in ESTIMATORS["search"]}
+        out["mt_terms"] = {t: with_draws([bonus(v, a_star, calls, w) for w in draws]) for t, v in terms(records, rows).items()}
+    return out
+
+
+# ---------------------------------------------------------------- inside a state
+def a_2(turn_r, outcome_r, i, t, o, alpha, scale):
+    """Each estimator's A_2 of row i with its rewards replaced by (t, o), the group's other rows as
+    they are; and MT-GRPO's terms norm(R^T_2) and norm(R^O) of that row."""
+    turn_r = [list(r) for r in turn_r]
+    outcome_r = list(outcome_r)
+    turn_r[i], outcome_r[i] = list(t), o
+    R_T = torch.tensor(turn_r, dtype=torch.float64)[None]
+    R_O = torch.tensor(outcome_r, dtype=torch.float64)[None]
+    adv = {e: mtgrpo.turn_advantages(R_T, R_O, algo, a, scale)[0, i, 1].item()
+           for e, algo, a in (("or", "or", alpha), ("mr", "mr", alpha), ("mt", "mt", alpha), ("mt_half", "mt", 0.5))}
+    norm = lambda x: mtgrpo.group_norm(x, scale)[0, i].item()  # noqa: E731
+    return adv, {"norm(R^T_2)": norm(R_T[..., 1]), "norm(R^O)": norm(R_O)}
+
+
+def state_records(model, tok, questions, retriever, args, G, per_kind, most, episodes, chunk, bar):
+    """One record per turn-2 state (module docstring), the first `episodes` of each question: its
+    continuations' kinds, returns from turn 2, each estimator's A_2 and MT-GRPO's two terms."""
+    K, records = args.max_calls + 1, []
+    generate = turn_generator(model, tok, args, env_search.STOP_STRINGS)
+    for qi, question in enumerate(questions):
+        envs = train.make_envs([question], retriever, args, repeat=G)
+        samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS, generate=generate)
+        turn_r, outcome_r, _ = rewards.score_episodes(envs)
+        bar.update(G)
+        states = 0
+        for i, (s, e) in enumerate(zip(samples, envs)):
+            first = [x for x, k in zip(s.ids, s.turn) if k == 1]
+            if states == episodes or e.turns < 2 or kind_of(args.prefill + tok.decode(first, skip_special_tokens=True),
+                                                            1, K) != "call":
+                continue
+            states += 1
+            conts = []
+            while len(conts) < most and min(sum(c["kind"] == k for c in conts) for k in ("call", "answer")) < per_kind:
+                n = min(chunk, most - len(conts))
+                envs2 = train.make_envs([question], retriever, args, repeat=n)
+                played, _ = play_episodes(model, tok, envs2, args, env_search.STOP_STRINGS,
+                                          generate=replay_prefix([[first]] * n, generate))
+                for p, t, o in zip(played, *rewards.score_episodes(envs2)[:2]):
+                    second = [x for x, k in zip(p.ids, p.turn) if k == 2]
+                    adv, parts = a_2(turn_r, outcome_r, i, t, o, args.alpha, args.scale_rewards)
+                    conts.append({"kind": kind_of(args.prefill + tok.decode(second, skip_special_tokens=True), 2, K),
+                                  "return": sum(t[1:]) + o, "adv": adv, "terms": parts})
+                bar.update(n)
+            records.append({"cluster": qi, "state": f"question {qi}, episode {i}, after the tool result",
+                            "continuations": conts})
+    return records
+
+
+def state_gaps(records):
+    """Per state with both kinds: the gaps call - answer of Q^ and of each estimator's mean A_2 and
+    MT-GRPO's terms; and the counts."""
+    gaps = []
+    for r in records:
+        kinds = {k: [c for c in r["continuations"] if c["kind"] == k] for k in ("call", "answer")}
+        if not all(kinds.values()):
+            continue
+        mean = lambda f, k: float(np.mean([f(c) for c in kinds[k]]))  # noqa: E731
+        gap = lambda f: mean(f, "call") - mean(f, "answer")  # noqa: E731
+        gaps.append({"cluster": r["cluster"], "q": gap(lambda c: c["return"]),
+                     "adv": {e: gap(lambda c, e=e: c["adv"][e]) for e in ESTIMATORS["search"]},
+                     "terms": {t: gap(lambda c, t=t: c["terms"][t]) for t in ("norm(R^T_2)", "norm(R^O)")}})
+    return gaps
+
+
+def inside(records, bootstrap=1000, seed=0):
+    """The within-state figures (module docstring), 95 % intervals over questions."""
+    gaps = state_gaps(records)
+    out = {"states": len(records), "with_both_kinds": len(gaps),
+           "continuations": {k: sum(c["kind"] == k for r in records for c in r["continuations"])
+                             for k in ("call", "answer", "neither")}}
+    if len(gaps) < 3:
+        return out
+    clusters = sorted({g["cluster"] for g in gaps})
+    of = np.array([clusters.index(g["cluster"]) for g in gaps])
+    draws = [w[of].astype(float) for w in cluster_weights(len(clusters), bootstrap, seed)]
+    q = np.array([g["q"] for g in gaps])
+    columns = {**{e: np.array([g["adv"][e] for g in gaps]) for e in ESTIMATORS["search"]},
+               **{t: np.array([g["terms"][t] for g in gaps]) for t in ("norm(R^T_2)", "norm(R^O)")}}
+
+    def fit(y, w):
+        coef = least_squares(y, [np.ones_like(q), q], w)
+        return (float("nan"),) * 3 if coef is None or w.sum() == 0 else (
+            float(coef[0]), float(coef[1]), float(np.average(y, weights=w)))
+    out["q_gap"] = [float(q.mean()), *interval([np.average(q, weights=w) for w in draws[1:] if w.sum()])]
+    for name, y in columns.items():
+        fits = [fit(y, w) for w in draws]
+        out[name] = {k: [fits[0][j], *interval([f[j] for f in fits[1:]])]
+                     for j, k in enumerate(("bonus", "slope", "mean_gap"))}
+    return out
+
+
+# ---------------------------------------------------------------- the tables
+def number(x):
+    return "–" if x is None or x != x else f"{x:+.2f}"
+
+
+def cell(v):
+    return f"{number(v[0])} [{number(v[1])}, {number(v[2])}]"
+
+
+def across_table(bias):
+    """The across-state fit's specifications and MT-GRPO's terms, on the return."""
+    lines = ["", f"**across states, A* of the return: c of each specification** ({bias['calls']} calls, "
+                 f"{bias['answers']} answers; 95 % interval; singular draws left out)", "",
+             "| specification | " + " | ".join(NAMES[e] for e in ESTIMATORS["search"]) + " |",
+             "|---|" + "---|" * len(ESTIMATORS["search"])]
+    for name, row in bias.get("specifications", {}).items():
+        lines.append(f"| {name} | " + " | ".join(cell(row[e]["bonus"]) for e in ESTIMATORS["search"]) + " |")
+    if "mt_terms" in bias:
+        lines += ["", "MT-GRPO's c, term by term (they add up to its c): " + ", ".join(
+            f"{t} {cell(v['bonus'])}" for t, v in bias["mt_terms"].items())]
+    return lines
+
+
+def inside_table(figures):
+    """The within-state figures as a table."""
+    c = figures["continuations"]
+    lines = ["", f"**inside a state: the gap call − answer at turn 2** ({figures['states']} states, "
+                 f"{figures['with_both_kinds']} with both kinds; continuations: {c['call']} calls, {c['answer']} "
+                 f"answers, {c['neither']} neither; 95 % intervals over questions)", ""]
+    if "q_gap" not in figures:
+        return lines + ["Fewer than 3 states met both kinds: nothing to fit."]
+    lines += [f"Q^(s, call) − Q^(s, answer), mean over states: {cell(figures['q_gap'])}", "",
+              "| advantage | mean gap | fit gap = b gap_Q + c: c | b |", "|---|---|---|---|"]
+    for name in [*ESTIMATORS["search"], "norm(R^T_2)", "norm(R^O)"]:
+        f = figures[name]
+        label = NAMES.get(name, f"MT-GRPO's term {name}")
+        lines.append(f"| {label} | {cell(f['mean_gap'])} | {cell(f['bonus'])} | {cell(f['slope'])} |")
+    return lines
+
+
+# ---------------------------------------------------------------- command line
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=BUNDLED, help="a checkpoint of a run with --max-calls 2 or more")
+    p.add_argument("--states", type=int, default=12, help="test questions")
+    p.add_argument("--num-generations", type=int, help="G (default: the run's)")
+    p.add_argument("--per-kind", type=int, default=4, help="continuations of each kind wanted at a state")
+    p.add_argument("--most", type=int, default=24, help="continuations at most at a state")
+    p.add_argument("--episodes", type=int, default=4, help="turn-2 states per question at most (its first episodes that called)")
+    p.add_argument("--chunk", type=int, default=16, help="continuations decoded together")
+    p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--json", help="write the measurement here")
+    p.add_argument("--from", dest="source", metavar="JSON", help="a --json file: its tables again, no model")
+    ours, rest = p.parse_known_args(argv)
+    if ours.per_kind < 1 or ours.most < 2 * ours.per_kind or ours.chunk < 1 or ours.states < 2 or ours.episodes < 1 \
+            or not 10 <= ours.bootstrap <= 100_000:
+        p.error("--per-kind at least 1, --most at least twice it, --chunk and --episodes at least 1, --states at "
+                "least 2, --bootstrap from 10 to 100,000")
+    if ours.source:
+        return ours, None
+    from tools.evaluate import run_args
+    ours.n, ours.env = ours.states, "search"
+    args = run_args(ours, rest + ([f"--num-generations={ours.num_generations}"] if ours.num_generations else []))
+    if args.env != "search" or args.max_calls < 2:
+        p.error(f"{ours.model}: a search run with --max-calls 2 or more is needed (this one: --env {args.env}, "
+                f"--max-calls {args.max_calls}): with two turns no turn can both call and answer")
+    return ours, args
+
+
+def measure(ours, args):
+    from tools.evaluate import evaluation_set, load_policy
+    device = pick_device(args.device)
+    models, tok = load_policy(args.model, args, device)
+    data, items = evaluation_set(args, "test")
+    torch.manual_seed(args.seed)
+    t0, load = time.time(), os.getloadavg()[0]
+    with tqdm(desc="credit_bias: episodes", unit="episode") as bar:
+        records = state_records(models["policy"], tok, items[:ours.states], data, args, args.num_generations,
+                                ours.per_kind, ours.most, ours.episodes, ours.chunk, bar)
+    from tools.credit import cpu_name
+    from machinery import precision
+    return {"settings": {"model": args.model, "states": ours.states, "num_generations": args.num_generations,
+                         "max_calls": args.max_calls, "alpha": args.alpha, "scale_rewards": args.scale_rewards,
+                         "per_kind": ours.per_kind, "most": ours.most, "episodes": ours.episodes,
+                         "bootstrap": ours.bootstrap, "seed": args.seed,
+                         "temperature": args.temperature, "bf16": bool(args.bf16 and precision.bf16_ok(device))},
+            "records": records,
+            "machine": {"cpu": cpu_name(), "threads": torch.get_num_threads(), "load_at_start": load,
+                        "seconds": round(time.time() - t0, 1)}}
+
+
+def read_state_result(path):
+    """A --json file of this tool, read as data: one line naming what is wrong."""
+    result = read_json(path)
+    try:
+        records = result["records"]
+        for r in records:
+            assert isinstance(r["cluster"], int) and isinstance(r["continuations"], list)
+            for c in r["continuations"]:
+                assert c["kind"] in ("call", "answer", "neither", "last") and isinstance(c["return"], (int, float))
+                assert set(c["adv"]) == set(ESTIMATORS["search"]) and set(c["terms"]) == {"norm(R^T_2)", "norm(R^O)"}
+        assert 10 <= result["settings"]["bootstrap"] <= 100_000
+    except (KeyError, TypeError, AssertionError):
+        raise SystemExit(f"{path}: not a measurement of tools/credit_bias.py (records with continuations, "
+                         "each a kind, a return, advantages and terms; settings with bootstrap)") from None
+    return result
+
+
+@one_line
+def main(argv=None):
+    ours, args = parse_args(sys.argv[1:] if argv is None else argv)
+    if ours.json:
+        output.check(ours.json, "--json")
+        if ours.source and os.path.realpath(ours.json) == os.path.realpath(ours.source):
+            raise SystemExit(f"--json {ours.json} is the --from file: writing it would replace the measurement it "
+                             "reads; give another file")
+    result = read_state_result(ours.source) if ours.source else measure(ours, args)
+    result["figures"] = inside(result["records"], result["settings"]["bootstrap"])
+    print("\n".join(inside_table(result["figures"])))
+    if ours.json:
+        output.write_text(ours.json, json.dumps(result, indent=1) + "\n")
+        print(f"wrote {ours.json}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
