@@ -7,6 +7,7 @@ exercise.
 A wrong answer is a correct answer below with one mistake a student could make (a text
 replacement), written to a temporary ex*.py file and loaded the way sandbox.py loads a student's.
 """
+import os
 import signal
 import subprocess
 import sys
@@ -316,13 +317,13 @@ def test_what_a_student_file_prints_shows_under_its_row(tmp_path, capsys):
 # ---------------------------------------------------------------- student files that attack the checker
 # Each runs check.py in a process of its own (with TIME_LIMIT = 1 s), as CI would: a checker that
 # runs the student's code in its own process would end, hang or pass here.
-def run_checker(folder, *numbers):
+def run_checker(folder, *numbers, env=None):
     """check.py --dir folder numbers: (its completed process, the seconds it took)."""
     code = (f"import sys, check, sandbox; sandbox.TIME_LIMIT = 1; "
             f"sys.exit(check.main(['--dir', {str(folder)!r}] + {[str(n) for n in numbers]!r}))")
     start = time.monotonic()
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "exercises", capture_output=True, text=True,
-                       timeout=90)
+                       timeout=90, env=env)
     return p, time.monotonic() - start
 
 
@@ -533,7 +534,9 @@ def test_a_deleted_temporary_folder_fails_that_exercise_and_the_next_is_checked(
             shutil.rmtree(folder, ignore_errors=True)
         """)
     write_answers(tmp_path, {**RIGHT, 1: finder + textwrap.dedent(RIGHT[1])})
-    p, _ = run_checker(tmp_path, 1, 7)
+    own = tmp_path / "tmp"  # its own temporary folder: the glob must not reach a checker another test runs at once
+    own.mkdir()
+    p, _ = run_checker(tmp_path, 1, 7, env={**os.environ, "TMPDIR": str(own)})
     assert p.stdout.splitlines()[2:5] == [" 1  group normalisation          failed: deleted check.py's temporary folder",
                                           " 7  BM25 scores                  passed", "1/2 passed"], p.stdout + p.stderr
     assert "Traceback" not in p.stderr
