@@ -172,8 +172,7 @@ def train(args):
     print(precision_line(device, args.bf16) + "\n" + json.dumps(dataclasses.asdict(args), indent=1))
     data, pool, test = load_task(args)
     if args.eval_every and len(test) < args.eval_n:
-        print(f"note: the test split has only {len(test)} items; each evaluation uses them all, not "
-              f"--eval-n {args.eval_n}", file=sys.stderr)
+        print(f"note: the test split has only {len(test)} items; each evaluation uses them all, not --eval-n {args.eval_n}", file=sys.stderr)
     rng, start, history, logged = random.Random(args.seed), 0, [], -1
     roles = env_two_roles.ROLES if args.policy == "per-role" else ("policy",)
     if args.resume:
@@ -247,9 +246,8 @@ def train(args):
 # ================================================================ support: skip on first reading
 # evaluation, the signal meter, the context check, the summary table
 def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate", keep=None):
-    """Mean metrics of one episode per test question (or level), greedy by default, played
-    `chunk` at a time (default: as many episodes as a training step plays) under a progress bar;
-    search also gives exact_match_each, one character 0/1 per question in order (episodes: `keep`)."""
+    """Mean metrics of one episode per test question (or level), greedy by default, `chunk` at a time (default:
+    a training step's episodes); search also gives exact_match_each, 0/1 per question, and its episodes in `keep`."""
     chunk = chunk or args.batch_size * args.num_generations
     if args.env in GAMES:
         sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS, greedy)
@@ -260,7 +258,8 @@ def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, des
         envs += make_envs(part, data, args)
         play_episodes(models["policy"], tok, envs[-len(part):], args, env_search.STOP_STRINGS, greedy)
     each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers) > 0)) for e in envs)
-    (keep if keep is not None else []).extend(envs)
+    if keep is not None:  # the episodes themselves, for the caller
+        keep.extend(envs)
     return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for tools/compare.py's intervals
 
 
@@ -274,9 +273,8 @@ def signal(samples):
 
 
 def check_prompts(model, tok, data, pool, test, args):
-    """The task's longest prompt and its new tokens must fit the model's context: search, the longest
-    question with its max_calls + 1 turns; the games, the longest prompt a role sees (env_two_roles.longest_messages)
-    on the test levels and a few training levels (one size: prompts differ little)."""
+    """The longest prompt and its new tokens must fit the context: search, the longest question with its
+    max_calls + 1 turns; the games, the longest prompt a role sees on the test and a few training levels."""
     items = [*pool[:8], *test] if args.env in GAMES else [*pool, *test]
     if args.env == "search":
         longest = max(items, key=lambda q: len(q["question"]))

@@ -100,7 +100,7 @@ def read_state(out, logged=None):
     when the file came with a copy of another run's folder (cp -r A B; --resume B): B's steps must
     not go into A's tracker runs."""
     path = os.path.join(out, STATE)
-    if not os.path.exists(path):
+    if not os.path.exists(path):  # (config.check_out asks before the folder exists)
         return {"id": secrets.token_hex(4), "sent": {}}  # its folder's identity: once Follow opens it
     here = folder_id(out)
     try:
@@ -131,9 +131,9 @@ def folder_id(out):
 class Follow:
     """The trackers of --report-to, fed the log's lines (send) after the log has them."""
 
-    def __init__(self, args, flags, history, logged=-1):
+    def __init__(self, args, flags, history, logged=None):
         self.out, self.env, self.algo = args.out, args.env, args.algo
-        self.state, self.live = read_state(args.out, max(logged, max((h["step"] for h in history), default=-1))), {}
+        self.state, self.live = read_state(args.out, logged), {}  # logged: the last step the log held
         self.state["folder"] = folder_id(args.out)
         stale = getattr(threading.excepthook, "__self__", None)  # a run that crashed (in a notebook) left its own
         self.hook = stale.hook if isinstance(stale, Follow) else threading.excepthook

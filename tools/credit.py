@@ -484,7 +484,6 @@ def main(argv=None):
     for flag, path in (("--json", ours.json), ("--png", ours.png)):  # before the 20 minutes, not after them
         if path:
             output.check(path, flag)
-    for flag, path in (("--json", ours.json), ("--png", ours.png)):
         if path and any(os.path.realpath(path) == os.path.realpath(source) for source in ours.sources or ()):
             raise SystemExit(f"{flag} {path} is a --from file: writing it would replace the measurement it reads; "
                              "give another file")

@@ -49,7 +49,8 @@ from machinery.cli import one_line
 from machinery.records import read_json
 from policy import BUNDLED, pick_device, play_episodes, turn_generator
 from tools import output
-from tools.credit import ESTIMATORS, NAMES, TARGETS, interval, kind_of, replay_prefix, true_advantages
+from machinery import precision
+from tools.credit import ESTIMATORS, NAMES, TARGETS, cpu_name, interval, kind_of, replay_prefix, true_advantages
 from tools.credit_gradient import cluster_weights
 
 TERMS = ("norm(R^T_1)", "norm(R^T_2)", "norm(R^O)")  # what MT-GRPO adds up at K = 3 (alpha 1)
@@ -311,8 +312,6 @@ def measure(ours, args):
     with tqdm(desc="credit_bias: episodes", unit="episode") as bar:
         records = state_records(models["policy"], tok, items[:ours.states], data, args, args.num_generations,
                                 ours.per_kind, ours.most, ours.episodes, ours.chunk, bar)
-    from tools.credit import cpu_name
-    from machinery import precision
     return {"settings": {"model": args.model, "states": ours.states, "num_generations": args.num_generations,
                          "max_calls": args.max_calls, "alpha": args.alpha, "scale_rewards": args.scale_rewards,
                          "per_kind": ours.per_kind, "most": ours.most, "episodes": ours.episodes,
