@@ -1,6 +1,6 @@
 """The project's GPU check: one command that checks and times the card's machine, one CUDA GPU.
 
-    python speedlab/gpu_check.py --out DIR                   # on a CUDA machine: under 8 min on an H100 or H200
+    python speedlab/gpu_check.py --out DIR                   # on a CUDA machine: ~5 min on an H200, ~8 on an H100
     .venv/bin/python speedlab/gpu_check.py --tiny --out DIR  # the CPU rehearsal (the suite runs it)
 
 The model is Qwen2.5-0.5B's published shape with random weights and the test suite's Qwen2.5-style
