@@ -6,7 +6,15 @@ Where a test runs: on the CPU, unless it is marked `cuda` (tests/test_cuda.py). 
 sees no GPU even on a machine that has one (on_the_cpu_unless_marked_cuda), so the suite passes
 there as it does on a CPU; a `cuda` test is skipped where torch finds no GPU. A test marked
 `bundled` loads the bundled model's weights, and is skipped where its package is not installed (a
-GPU machine reached only by a kit of files, speedlab/gpu_kit.sh: the weights are a 93 MB package)."""
+GPU machine reached only by a kit of files, speedlab/gpu_kit.sh: the weights are a 93 MB package).
+
+What a test needs beyond requirements.txt: a test that needs an optional extra is marked with it
+(EXTRAS: plot, scale, trackers; chromium, a Debian package) and skipped where it is missing, so the
+README's test command passes in the environment install.sh makes. CI runs that command first, then
+installs the extras and runs `pytest -m "plot or scale or trackers or chromium"`: each marked test
+once, where its extra is. A marker's arguments narrow it to some of the extra's packages
+(`@pytest.mark.trackers("tensorboard")`); tests/test_ci.py checks that no test skips on an
+extra by itself (importorskip, a skipif on chromium), unmarked, where the second pass would miss it."""
 import atexit
 import os
 import shutil
@@ -121,6 +129,24 @@ def qwen_answering_dir(qwen_base_dir, tmp_path_factory):
     return answering_copy(qwen_base_dir, tmp_path_factory)
 
 
+# Each optional extra: its marker, the packages it installs that tests import, how to install it
+EXTRAS = {"plot": (("matplotlib",), "pip install -r requirements-plot.txt -c requirements.txt"),
+          "scale": (("trl", "datasets"), "pip install -r requirements-scale.txt -c requirements.txt"),
+          "trackers": (("tensorboard", "wandb", "trackio"), "pip install -r requirements-trackers.txt -c requirements.txt"),
+          "chromium": (("chromium",), "Debian: apt-get install -y chromium")}
+
+
+def missing_extra(marker):
+    """Why a test marked with an extra cannot run here (the first package or program it lacks), or None."""
+    import importlib.util
+    names = marker.args or EXTRAS[marker.name][0]
+    for name in names:
+        found = shutil.which(name) if marker.name == "chromium" else importlib.util.find_spec(name)
+        if found is None:
+            return f"needs {name}, of the optional extra '{marker.name}' ({EXTRAS[marker.name][1]})"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     import importlib.util
     skip = {"cuda": None if torch.cuda.is_available() else "needs a CUDA GPU",
@@ -130,6 +156,11 @@ def pytest_collection_modifyitems(config, items):
         for marker, reason in skip.items():
             if reason and item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=reason))
+        for extra in EXTRAS:
+            for marker in item.iter_markers(extra):
+                if reason := missing_extra(marker):
+                    item.add_marker(pytest.mark.skip(reason=reason))
+                    break
 
 
 @pytest.fixture(autouse=True)

@@ -434,15 +434,14 @@ def test_a_gpus_random_state_is_saved_and_restored(tmp_path, tiny_model_dir, mon
     assert restored == []
 
 
-@pytest.mark.parametrize("target", ["log.jsonl", "rollouts", "checkpoint.old", "trackers.json", "tensorboard"])
+@pytest.mark.parametrize("target", ["log.jsonl", "rollouts", "checkpoint.old",
+                                    *(pytest.param(t, marks=pytest.mark.trackers("tensorboard")) for t in ("trackers.json", "tensorboard"))])
 def test_a_folder_replaced_under_a_write_receives_nothing(tmp_path, tiny_model_dir, monkeypatch, target):
     """The folder replaced (rm -rf, mkdir) right after a write's check that it is still the run's,
     before the write itself, at each kind of write: the log line, the rollouts, the checkpoint (after
     its last path is taken), the trackers' state and TensorBoard's folder. Every write goes through the held folder
     (checkpoint.inside), so the new folder stays empty, and the run stops with the one line."""
     import shutil
-    if target in ("trackers.json", "tensorboard"):
-        pytest.importorskip("tensorboard")
     out = tmp_path / "run"
     real, done = checkpoint.inside, []
 

@@ -145,8 +145,8 @@ def test_table_without_matplotlib(tmp_path, monkeypatch, capsys):
     assert not os.path.exists(tmp_path / "compare.png")
 
 
+@pytest.mark.plot
 def test_png_with_matplotlib(tmp_path):
-    pytest.importorskip("matplotlib")
     make_run(str(tmp_path), "or", log=search_log(6), steps=6)
     make_run(str(tmp_path), "mt", log=search_log(6, offset=0.5), steps=6)
     compare.main(["--env", "search", "--out", str(tmp_path), "--report-only"])

@@ -455,7 +455,7 @@ def test_a_write_that_fails_at_the_end_keeps_the_measurement(tmp_path, monkeypat
 def test_a_png_that_fails_at_the_end_points_to_the_json(tmp_path, monkeypatch):
     monkeypatch.setattr(credit, "measure", lambda *a: toy_result())
     monkeypatch.setattr(credit_report, "plot", fails(OSError(28, "No space left on device")))
-    monkeypatch.setattr(credit, "has_matplotlib", lambda: True)  # the plot is faked: no matplotlib needed
+    monkeypatch.setattr(credit, "picture_problem", lambda path: None)  # the plot is faked: no matplotlib needed
     path = str(tmp_path / "c.json")
     with pytest.raises(SystemExit, match=f"could not write {tmp_path}/c.png: No space left on device; the measurement "
                                          f"is not lost, it is in {path} "):
@@ -848,10 +848,10 @@ def test_the_state_measurement_runs_on_a_tiny_model_and_again_from_its_json(tiny
     assert "--max-calls 2 or more is needed" in capsys.readouterr().err
 
 
+@pytest.mark.plot
 def test_json_and_png_cannot_name_one_file_and_the_picture_needs_a_format(tmp_path, capsys):
     """--json m.png --png m.png wrote the measurement, then the picture over it ("wrote" twice, exit
     0); --png x.out failed in matplotlib after the measurement. Both are refused first."""
-    pytest.importorskip("matplotlib")
     source = tmp_path / "toy.json"
     source.write_text(json.dumps(toy_result()))
     same = tmp_path / "m.png"

@@ -290,16 +290,46 @@ def documented_commands():
     return found
 
 
-def trackers_missing(argv):
-    """A documented --report-to names a tracker not installed (an optional extra, requirements-trackers.txt;
-    CI installs it)."""
-    import importlib.util
+def needs_an_extra(script, argv):
+    """A documented command that needs an optional extra: tools/scale_trl.py (requirements-scale.txt),
+    or a --report-to naming a tracker (requirements-trackers.txt); the second test checks these."""
     names = argv[argv.index("--report-to") + 1].split(",") if "--report-to" in argv else []
-    return not all(importlib.util.find_spec(n) for n in names if n not in ("none", "all"))
+    return script == "tools/scale_trl.py" or any(n not in ("none", "all") for n in names)
 
 
 class Parsed(Exception):
     """Raised once a command's own parser accepted its flags: the work itself is not run."""
+
+
+def check_documented(commands):
+    """Each (doc, script, argv): FILE exists and its flags parse with FILE's own parser (train.py's
+    also pass their checks; the train.py flags after a compare.py `--` too)."""
+    import argparse
+    import importlib.util
+    from unittest import mock
+    real = argparse.ArgumentParser.parse_known_args
+
+    def parse_then_stop(self, *a, **k):
+        raise Parsed(real(self, *a, **k))
+    for doc, script, argv in commands:
+        assert os.path.exists(os.path.join(ROOT, script)), f"{doc}: {script} does not exist"
+        if script == "train.py" and "--resume" not in argv:
+            config.parse_args(argv)
+            continue
+        if script == "tools/compare.py" and "--" in argv:  # the flags it passes to train.py
+            config.parse_args(["--env", argv[argv.index("--env") + 1], *argv[argv.index("--") + 1:]])
+        spec = importlib.util.spec_from_file_location("documented_" + os.path.basename(script)[:-3],
+                                                      os.path.join(ROOT, script))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        try:
+            with mock.patch.object(argparse.ArgumentParser, "parse_known_args", parse_then_stop):
+                module.main(argv)
+        except Parsed:
+            continue
+        except SystemExit as e:
+            pytest.fail(f"{doc}: python {script} {' '.join(argv)}: {e}")
+        pytest.fail(f"{doc}: python {script} {' '.join(argv)} ran without parsing its flags")
 
 
 @pytest.mark.parametrize("argv", [["speedlab/micro_batch_lever.py", "--sizes", "0", "4"],
@@ -313,55 +343,33 @@ def test_the_lever_scripts_refuse_nothing_to_time_in_one_line(argv):
 
 
 def test_every_documented_command_names_a_file_and_its_flags_parse():
-    """Each `python FILE ...` of the README and docs/: FILE exists and its flags parse with FILE's
-    own parser (train.py's also pass their checks; the train.py flags after a compare.py `--`
-    too). A renamed file or flag in the code fails here until the docs follow."""
-    import argparse
-    import importlib.util
-    from unittest import mock
+    """Each `python FILE ...` of the README and docs/ that needs no optional extra. A renamed file or
+    flag in the code fails here until the docs follow."""
     commands = documented_commands()
     assert len(commands) > 50 and {s for _, s, _ in commands} >= {"train.py", "tools/compare.py", "tools/evaluate.py"}
-    real = argparse.ArgumentParser.parse_known_args
+    check_documented([c for c in commands if not needs_an_extra(c[1], c[2])])
 
-    def parse_then_stop(self, *a, **k):
-        raise Parsed(real(self, *a, **k))
-    for doc, script, argv in commands:
-        assert os.path.exists(os.path.join(ROOT, script)), f"{doc}: {script} does not exist"
-        if trackers_missing(argv):
-            continue
-        if script == "train.py" and "--resume" not in argv:
-            config.parse_args(argv)
-            continue
-        if script == "tools/compare.py" and "--" in argv:  # the flags it passes to train.py
-            config.parse_args(["--env", argv[argv.index("--env") + 1], *argv[argv.index("--") + 1:]])
-        spec = importlib.util.spec_from_file_location("documented_" + os.path.basename(script)[:-3],
-                                                      os.path.join(ROOT, script))
-        module = importlib.util.module_from_spec(spec)
-        if script == "tools/scale_trl.py" and importlib.util.find_spec("trl") is None:
-            continue  # an optional extra (requirements-scale.txt); CI installs it
-        spec.loader.exec_module(module)
-        try:
-            with mock.patch.object(argparse.ArgumentParser, "parse_known_args", parse_then_stop):
-                module.main(argv)
-        except Parsed:
-            continue
-        except SystemExit as e:
-            pytest.fail(f"{doc}: python {script} {' '.join(argv)}: {e}")
-        pytest.fail(f"{doc}: python {script} {' '.join(argv)} ran without parsing its flags")
+
+@pytest.mark.scale
+@pytest.mark.trackers
+def test_every_documented_command_that_needs_an_extra_parses():
+    """The same for the commands that need TRL or a tracker (CI's second pass, with the extras)."""
+    commands = [c for c in documented_commands() if needs_an_extra(c[1], c[2])]
+    assert {s for _, s, _ in commands} >= {"tools/scale_trl.py", "train.py"}
+    check_documented(commands)
 
 
 TINY_RUN = ["--steps", "1", "--eval-every", "1", "--eval-n", "2", "--batch-size", "1", "--num-generations", "2",
             "--max-completion-length", "4", "--micro-batch-size", "2", "--bf16", "false", "--warmup-steps", "1"]
 
 
-def test_documented_train_and_evaluate_commands_run_on_a_tiny_model(tiny_model_dir, tmp_path):
-    """Every documented `train.py` command (but --resume) and `tools/evaluate.py` command runs:
-    the same flags, on the tiny model, one step, two test items. A documented command that
-    crashes fails here."""
+def run_documented(commands, tiny_model_dir, tmp_path):
+    """Runs each documented `train.py` (but --resume) and `tools/evaluate.py` command of `commands`:
+    the same flags, on the tiny model, one step, two test items; the distinct commands run."""
     from tools import evaluate
     seen = set()
-    for i, (doc, script, argv) in enumerate(documented_commands()):
-        if script not in ("train.py", "tools/evaluate.py") or "--resume" in argv or tuple(argv) in seen or trackers_missing(argv):
+    for i, (doc, script, argv) in enumerate(commands):
+        if script not in ("train.py", "tools/evaluate.py") or "--resume" in argv or tuple(argv) in seen:
             continue
         seen.add(tuple(argv))
         keep = [a for j, a in enumerate(argv) if a not in ("--model", "--out") and (j == 0 or argv[j - 1] not in ("--model", "--out"))]
@@ -372,4 +380,18 @@ def test_documented_train_and_evaluate_commands_run_on_a_tiny_model(tiny_model_d
                 evaluate.main(keep + ["--model", tiny_model_dir, "--n", "2", "--bf16", "false", "--max-completion-length", "4"])
         except SystemExit as e:
             pytest.fail(f"{doc}: python {script} {' '.join(argv)}: {e}")
-    assert len(seen) >= 15
+    return seen
+
+
+def test_documented_train_and_evaluate_commands_run_on_a_tiny_model(tiny_model_dir, tmp_path):
+    """Every documented `train.py` and `tools/evaluate.py` command that needs no extra runs. A
+    documented command that crashes fails here."""
+    assert len(run_documented([c for c in documented_commands() if not needs_an_extra(c[1], c[2])],
+                              tiny_model_dir, tmp_path)) >= 15
+
+
+@pytest.mark.trackers
+def test_documented_train_commands_that_report_to_a_tracker_run_on_a_tiny_model(tiny_model_dir, tmp_path):
+    """The same for the documented commands with --report-to a tracker (CI's second pass)."""
+    assert len(run_documented([c for c in documented_commands() if needs_an_extra(c[1], c[2])],
+                              tiny_model_dir, tmp_path)) >= 1

@@ -1,7 +1,6 @@
 """tools/show.py: hand-built rollout files in, one HTML page out; plus a headless Chromium screenshot."""
 import json
 import os
-import shutil
 import struct
 import subprocess
 import zlib
@@ -177,8 +176,7 @@ def read_png(path):
     return w, h, bpp, rows
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="chromium not on PATH (Debian: apt-get install -y chromium)")
+@pytest.mark.chromium
 def test_chromium_screenshot_is_not_blank(tmp_path):
     out, path, _ = render(tmp_path)
     png = str(tmp_path / "shot.png")

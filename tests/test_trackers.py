@@ -30,11 +30,6 @@ def offline_wandb(tmp_path, monkeypatch):
         monkeypatch.setenv(key, str(tmp_path / "wandb-home"))
 
 
-def needs(*names):
-    for name in names:
-        pytest.importorskip(name)
-
-
 def tiny_run(tmp_path, tiny_model_dir, name, *extra):
     out = str(tmp_path / name)
     return out, ["--model", tiny_model_dir, "--batch-size", "1", "--num-generations", "2",
@@ -197,11 +192,11 @@ def test_a_step_the_log_never_had_is_refused(tmp_path, sent):
         trackers.read_state(str(tmp_path), logged=4)
 
 
+@pytest.mark.trackers("tensorboard")
 def test_a_tensorboard_folder_it_cannot_write_is_one_warning_line(tmp_path, tiny_model_dir, capsys, monkeypatch):
     """Before: the promised warning, then a 45-line traceback from TensorBoard's writer thread. Its
     folder is now tried before the writer starts (a folder it may not write is staged by the check
     failing: the tests run as root, who writes through chmod)."""
-    needs("tensorboard")
     out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "1", "--eval-every", "0", "--report-to", "tensorboard")
     monkeypatch.setattr(trackers, "writable", lambda folder: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
     train.main(flags)
@@ -210,12 +205,12 @@ def test_a_tensorboard_folder_it_cannot_write_is_one_warning_line(tmp_path, tiny
     assert not os.path.exists(os.path.join(out, "tensorboard"))
 
 
+@pytest.mark.trackers("tensorboard")
 def test_a_tracker_thread_that_fails_is_one_warning_line(tmp_path, capsys):
     """TensorBoard's writer and Trackio's sender write in threads of their own; one that raised
     printed its whole traceback (45 lines for TensorBoard's). Now one line, and training goes on."""
     import threading
     from types import SimpleNamespace
-    needs("tensorboard")
     args = SimpleNamespace(out=str(tmp_path), env="search", algo="mt", report_to="tensorboard")
     original = threading.excepthook
     trackers.Follow(args, {"seed": 0}, [])  # a run that crashed: never closed, its hook left in place
@@ -244,10 +239,10 @@ def test_w_and_b_is_offline_unless_a_key_is_set(tmp_path, monkeypatch):
     assert trackers.has_wandb_key()
 
 
+@pytest.mark.trackers("tensorboard")
 def test_tensorboard_drops_what_a_killed_run_wrote_past_its_last_step(tmp_path):
     """A kill after TensorBoard wrote step 2 but before trackers.json said so: the resumed
     writer starts at step 2 again, and the reader must show step 2 once, the new value."""
-    needs("tensorboard")
     first = trackers.TensorBoard(str(tmp_path), "abcd1234", {"seed": 0}, None)
     for step in (1, 2):
         first.log(step, {"train/loss": float(step)}, {})
@@ -259,9 +254,8 @@ def test_tensorboard_drops_what_a_killed_run_wrote_past_its_last_step(tmp_path):
 
 
 # ---------------------------------------------------------------- a run, read back
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.trackers(n)) for n in NAMES])
 def test_the_tracker_holds_every_log_value_at_its_step(tmp_path, tiny_model_dir, name):
-    needs(name)
     out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "3", "--report-to", name)
     train.main(flags)
     assert_holds(READ[name](out), out, rel=1e-6 if name == "tensorboard" else 1e-12)  # TensorBoard keeps float32
@@ -284,8 +278,8 @@ def test_the_tracker_holds_every_log_value_at_its_step(tmp_path, tiny_model_dir,
         assert {k: config[k] for k in flags} == flags
 
 
+@pytest.mark.trackers
 def test_the_same_rollouts_with_every_tracker_as_without(tmp_path, tiny_model_dir):
-    needs(*NAMES)
     plain, flags = tiny_run(tmp_path, tiny_model_dir, "plain", "--steps", "2")
     train.main(flags)
     watched, flags = tiny_run(tmp_path, tiny_model_dir, "watched", "--steps", "2", "--report-to", "all")
@@ -295,11 +289,11 @@ def test_the_same_rollouts_with_every_tracker_as_without(tmp_path, tiny_model_di
             open(os.path.join(watched, "rollouts", f"step_{step}.jsonl")).read()
 
 
+@pytest.mark.trackers
 def test_resume_goes_on_in_the_same_tracker_runs_with_no_step_twice(tmp_path, tiny_model_dir, monkeypatch):
     """A crash at step 4 (its line logged and sent, its checkpoint not written) makes --resume
     repeat steps 3 and 4; the trackers keep them once, and take step 5 in the run they had. (A tracker added at
     --resume catching up: test_a_tracker_that_raises_...)"""
-    needs(*NAMES)
     out, flags = tiny_run(tmp_path, tiny_model_dir, "resumed", "--steps", "4", "--report-to", "all")
     real_save = train.checkpoint.save_checkpoint
 
@@ -327,13 +321,12 @@ def test_resume_goes_on_in_the_same_tracker_runs_with_no_step_twice(tmp_path, ti
     assert len(records) == 1  # one Trackio run (one run id), continued
 
 
-@pytest.mark.parametrize("name", ["wandb", "trackio"])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.trackers(n)) for n in ("wandb", "trackio")])
 def test_steps_a_kill_lost_are_sent_again_once(tmp_path, tiny_model_dir, name, capsys):
     """W&B and Trackio write in the background: a SIGKILL loses what they had not written, though
     trackers.json counts it as sent (kill_resume.py found W&B without steps 0-6). --resume asks
     the tracker's own store which steps it holds and sends the rest again, each once. The loss is
     staged: W&B's first session deleted, Trackio's steps from 1 on deleted from its store."""
-    needs(name)
     out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "2", "--report-to", name)
     train.main(flags)
     assert json.load(open(os.path.join(out, "trackers.json")))["sent"] == {name: 2}
@@ -352,8 +345,8 @@ def test_steps_a_kill_lost_are_sent_again_once(tmp_path, tiny_model_dir, name, c
     assert_holds(READ[name](out), out)  # every step once, none missing
 
 
+@pytest.mark.trackers("tensorboard")
 def test_a_tracker_that_raises_is_switched_off_and_training_goes_on(tmp_path, tiny_model_dir, monkeypatch, capsys):
-    needs("tensorboard")
     real_log = trackers.TensorBoard.log
 
     def fails_at_2(self, step, values, table):
@@ -374,8 +367,8 @@ def test_a_tracker_that_raises_is_switched_off_and_training_goes_on(tmp_path, ti
     assert_holds(read_tensorboard(out)[0], out, rel=1e-6)
 
 
+@pytest.mark.trackers("tensorboard", "wandb")
 def test_overwrite_starts_new_tracker_runs(tmp_path, tiny_model_dir):
-    needs("tensorboard", "wandb")
     out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "1", "--eval-every", "0",
                           "--report-to", "tensorboard,wandb")
     train.main(flags)
@@ -386,12 +379,11 @@ def test_overwrite_starts_new_tracker_runs(tmp_path, tiny_model_dir):
     assert read_wandb(out)[1] == {json.load(open(os.path.join(out, "trackers.json")))["id"]}
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="chromium not on PATH (Debian: apt-get install -y chromium)")
+@pytest.mark.chromium
+@pytest.mark.trackers("tensorboard")
 def test_the_tensorboard_page_screenshot_shows_the_curves(tmp_path, tiny_model_dir):
     """scripts/screenshot_tensorboard.sh: TensorBoard serves the run, headless Chromium draws its
     SCALARS page with the curves (TensorBoard's orange bar, its first run's line colour)."""
-    needs("tensorboard")
     from tests.test_show import read_png
     out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "3", "--report-to", "tensorboard")
     train.main(flags)
@@ -421,10 +413,10 @@ def test_offline_w_and_b_never_asks_for_its_url(tmp_path, monkeypatch, capsys):
     assert "offline; upload it later with: wandb sync" in capsys.readouterr().out
 
 
+@pytest.mark.trackers("wandb", "trackio")
 def test_run_name_and_project_name_the_tracker_runs(tmp_path, tiny_model_dir):
     """--run-name and --project (TRL's and transformers' names) for W&B and Trackio; without them the
     run folder's name and turn-rl."""
-    needs("wandb", "trackio")
     out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "1", "--eval-every", "0",
                           "--report-to", "wandb,trackio", "--run-name", "mt-seed-0", "--project", "credit-lab")
     train.main(flags)

@@ -490,8 +490,6 @@ def main(argv=None):
     if ours.json and ours.png and os.path.realpath(ours.json) == os.path.realpath(ours.png):
         raise SystemExit(f"--json and --png both name {ours.json}: the picture would overwrite the measurement; "
                          "give two files")
-    if ours.png and not has_matplotlib():
-        raise SystemExit("--png needs matplotlib: pip install -r requirements-plot.txt, or leave out --png")
     if ours.png and (why := picture_problem(ours.png)):
         raise SystemExit(why)
     results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
@@ -507,8 +505,10 @@ def main(argv=None):
 
 
 def picture_problem(path):
-    """Why matplotlib cannot write a picture named `path` (its ending names no format it writes),
-    or None; asked before the measurement, not after it."""
+    """Why no picture can be written to `path`: matplotlib is not installed, or the file's ending names
+    no format it writes; None if it can. Asked before the measurement, not after it."""
+    if not has_matplotlib():
+        return "--png needs matplotlib: pip install -r requirements-plot.txt, or leave out --png"
     from matplotlib.backend_bases import FigureCanvasBase
     formats = FigureCanvasBase.get_supported_filetypes()
     ending = os.path.splitext(path)[1][1:].lower()

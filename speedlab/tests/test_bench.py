@@ -48,8 +48,8 @@ def test_our_step_times_each_phase_and_reports(setup):
     assert "| update |" in bench.table(0.04, rows, rows, "fp32")
 
 
+@pytest.mark.scale
 def test_trl_side_counts_the_same_things(setup):
-    pytest.importorskip("trl")
     args, cfg, texts, batches = setup
     check_run(bench.run_trl(args, cfg, batches, texts), batches)
 
@@ -144,7 +144,15 @@ def test_fp32_turns_bf16_off_on_both_sides(setup, native_bf16, tmp_path):
     assert bench.step_config(args, beta=0.0).bf16
     cfg = bench.step_config(SimpleNamespace(**{**vars(args), "fp32": True}), beta=0.0)
     assert not cfg.bf16
-    trl = pytest.importorskip("trl")
+
+
+@pytest.mark.scale
+def test_fp32_turns_bf16_off_on_trls_side(setup, native_bf16, tmp_path):
+    import trl
+    native_bf16(True)
+    args = setup[0]
+    cfg = bench.step_config(SimpleNamespace(**{**vars(args), "fp32": True}), beta=0.0)
+    assert bench.step_config(args, beta=0.0).bf16 and not cfg.bf16
     assert not bench.trl_config(trl, args, cfg, 1, str(tmp_path)).bf16
 
 

@@ -12,8 +12,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.scale  # the bench section runs TRL's side
 def test_the_gpu_check_rehearses_on_a_cpu(tmp_path):
-    pytest.importorskip("trl")  # the bench section runs TRL's side (requirements-scale.txt)
     run = subprocess.run([sys.executable, os.path.join(ROOT, "speedlab", "gpu_check.py"), "--tiny", "--out", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
