@@ -31,7 +31,8 @@ class Args:
     model: str = flag(BUNDLED, "hub id, local folder, or the bundled offline model")
     steps: int = flag(30, "training steps (rollout batches)")
     batch_size: int = flag(2, "questions (or levels) per step")
-    num_generations: int = flag(8, "G (search) or K (sokoban, planpath): samples per group")
+    num_generations: int = flag(8, "search: G, episodes per question; sokoban, planpath: AT-GRPO's K, candidates per agent and turn "
+                                "(not MT-GRPO's K, the turns: --max-calls)")
     max_completion_length: int = flag(64, "new tokens per turn")
     learning_rate: float = flag(1e-5, "AdamW learning rate after warmup")
     warmup_steps: int = flag(3, "linear learning-rate warmup")
@@ -40,8 +41,9 @@ class Args:
     epsilon_high: float = flag(0.2, "upper clip: ratio <= 1 + epsilon_high")
     num_iterations: int = flag(1, "mu: policy updates per rollout batch")
     scale_rewards: str = flag("group", "advantage divisor: group std (the papers), batch std, or none")
-    loss_type: str = flag("token", "token: mean over all tokens of the step; seq: mean of sequence means")
-    alpha: float = flag(1.0, "MT-GRPO turn discount in A_k = sum alpha^(l-k) norm(R^T_l) + ...")
+    loss_type: str = flag("token", "token: one token mean over the whole step (TRL's dapo); seq: DeepSeekMath eq. 3's mean of each row's token mean")
+    alpha: float = flag(1.0, "search: MT-GRPO's alpha, the turn discount of our K-turn form A_k = sum alpha^(l-k) norm(R^T_l) + "
+                               "...; no effect at K = 2 (not AT-GRPO's alpha: --team-alpha)")
     max_grad_norm: float = flag(1.0, "gradient-norm clip")
     micro_batch_size: int = flag(0, "sequences per forward/backward; auto (0): 8, 4, 2 or 1 from the memory free "
                                     "at the start (machinery/micro_batch.py)")
@@ -69,7 +71,8 @@ class Args:
     max_turns: int = flag(4, "sokoban, planpath: turns per episode")
     moves_per_turn: int = flag(1, "sokoban, planpath: moves an answer may play (the rest is ignored)")
     team_reward: str = flag("solver", "sokoban: team progress = drop in optimal moves left (solver) or in box-goal distance")
-    team_alpha: float = flag(1.0, "sokoban, planpath: agent reward = local + team_alpha * team reward")
+    team_alpha: float = flag(1.0, "sokoban, planpath: AT-GRPO's alpha, agent reward = local + alpha * team "
+                                    "(not MT-GRPO's turn discount: --alpha)")
     positions: bool = flag(False, "sokoban, planpath: a line of (row, column) coordinates under the board")
     single_agent: bool = flag(False, "sokoban, planpath: the executor alone (no planner), a baseline")
     eval_every: int = flag(10, "greedy evaluation on the test split every N steps (0: never)")
@@ -182,6 +185,14 @@ def saved_args(path):
                          "add them (python train.py -h shows the defaults) or start a new run")
     defaults = {f.name: f.default for f in dataclasses.fields(Args)}
     return {**{k: defaults[k] for k in NEWER}, **saved}  # a run from before a flag ran with its default
+
+
+def changed_flags(args):
+    """`--flag value` for each flag of `args` that differs from a new run's default on its --env, in
+    one line (train.py prints it; the run's args.json keeps every flag)."""
+    default = parse_args(["--env", args.env])
+    return " ".join(f"--{f.name.replace('_', '-')} {getattr(args, f.name)}" for f in dataclasses.fields(Args)
+                    if getattr(args, f.name) != getattr(default, f.name) or f.name == "env" and args.env != Args.env) or "none"
 
 
 def parse_args(argv=None):

@@ -11,8 +11,8 @@ The episode follows the paper's protocol (generation of a turn stops at STOP_STR
     turn 2 (model)  <reasoning>...</reasoning>\n<answer>...</answer>
 
 With max_turns = K > 2 (train.py --max-calls K - 1) the model may search again after a result:
-turns 1 .. K-1 may each call the tool, and the last turn that comes is the answer (MT-GRPO's K
-turns, paper v2 appendix D).
+turns 1 .. K-1 may each call the tool, and the last turn that comes is the answer (this project's
+K-turn extension of MT-GRPO: mtgrpo.py says how it differs from the paper and the authors' code).
 
 Read top to bottom: the prompt and the worked example, parse_tool_call, format_result, SearchEnv.
 """

@@ -1,17 +1,25 @@
 """The clipped policy-gradient objective with a k3 KL penalty, shared by MT-GRPO and AT-GRPO.
 
-Per model token t of the step, with r_t = pi(t) / pi_old(t) and the advantage A_t of its turn
-(the GRPO objective, DeepSeekMath arXiv 2402.03300 eq. 3, which both papers use; MT-GRPO puts its
-turn-level A_k there, AT-GRPO its (env, agent, turn)-group advantage):
+Per model token t of row i, with r_t = pi(t) / pi_old(t) and the advantage A_t of its turn (MT-GRPO
+puts its turn-level A_k there, AT-GRPO its (env, agent, turn)-group advantage), the term is the
+clipped term of GRPO's objective (DeepSeekMath arXiv 2402.03300, eq. 3) minus its KL penalty (eq. 4):
 
-    loss = -(1/|T|) sum_t [ min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t) - beta KL_t ]
+    J_t  = min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t) - beta KL_t
     KL_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1     (k3 estimator of KL(pi || pi_ref), eq. 4)
 
-|T| counts the trained tokens of the whole step (the token mean), so micro-batches add up to the
-same loss and gradient as one big batch. `loss_type="seq"` averages each sequence's token mean
-instead. log-probs come from logits divided by the sampling temperature. With one update per
-rollout batch (mu = 1) pi_old is the current policy, so r_t = 1 exactly; with mu > 1 the old
-log-probs are stored before the first update (`fill_logprobs`).
+How the J_t are averaged is a choice of its own (`--loss-type`):
+
+    token (the default): loss = -(1/|T|) sum_t J_t, |T| the trained tokens of the whole step: one token
+        mean over the step (TRL later named it `dapo`; the MT-GRPO reference code took a token mean per
+        micro-batch, TRL's `bnpo`: docs/reference-code.md). Micro-batches add up to the loss and
+        gradient of one big batch.
+    seq (eq. 3 as printed): loss = -(1/G) sum_i (1/|o_i|) sum_t J_{i,t}: each row's token mean, then
+        the mean over the step's rows, so a short row weighs as much as a long one.
+
+Rows of 5 and 1 trained tokens, A = +1 on the first and -1 on the second, ratio 1: token gives
+-(5 - 1)/6 = -0.667, seq gives -(1 - 1)/2 = 0 (tests/test_loss.py). log-probs come from logits
+divided by the sampling temperature. With one update per rollout batch (mu = 1) pi_old is the current policy, so r_t = 1
+exactly; with mu > 1 the old log-probs are stored before the first update (`fill_logprobs`).
 
 Read top to bottom: the loss (k3_kl, clipped_surrogate, grpo_loss), the update (policy_update,
 fill_logprobs, token_logprobs), the batches (pad_batch, stacked). This is the update `--plain` runs;
@@ -71,15 +79,22 @@ def accumulate(totals, logp, chunk, mask, adv, n_tokens, n_rows, args):
     old = logp.detach() if chunk[0].old_logp is None else stacked(chunk, "old_logp", logp)
     old = torch.where(mask > 0, old, logp.detach())  # ratio 1 where nothing is trained (logp may be 0 there)
     ref = stacked(chunk, "ref_logp", logp) if args.beta > 0 else None
-    if args.loss_type == "token":
-        weight = mask / n_tokens
-    else:  # "seq": every sequence weighs the same whatever its length
-        weight = mask / mask.sum(1, keepdim=True).clamp(min=1) / n_rows
+    weight = loss_weights(mask, args.loss_type, n_tokens, n_rows)
     loss, kl, clipped = grpo_loss(logp, old, ref, adv, mask, args.beta, args.epsilon, args.epsilon_high, weight)
     loss.backward()
     totals["loss"] += loss.item()
     totals["kl"] += (kl.detach() * mask).sum().item() / n_tokens
     totals["clip_fraction"] += (clipped * mask).sum().item() / n_tokens
+
+
+def loss_weights(mask, loss_type, n_tokens, n_rows):
+    """Each trained token's weight in the step's average (the loss is -sum(weight * J)), for a
+    micro-batch's mask (B, T) in a step of n_tokens trained tokens and n_rows rows. token: 1/|T|;
+    seq (eq. 3): 1/|o_i| / G, every row the same weight whatever its length; a row with no trained
+    token adds 0 and still counts in G."""
+    if loss_type == "token":
+        return mask / max(n_tokens, 1)
+    return mask / mask.sum(1, keepdim=True).clamp(min=1) / n_rows
 
 
 def step(model, optimizer, totals, args):

@@ -9,8 +9,19 @@ turn k carries A_k.
              (scale="batch": the std of all rewards of the batch; "none": no division)
   GRPO-OR: A_k = norm(R^O)                             outcome reward only
   GRPO-MR: A_k = norm(sum_l R^T_l + R^O)               merged reward, the same for every turn
-  MT-GRPO: A_k = sum_{l=k}^{K-1} alpha^(l-k) norm(R^T_l) + alpha^(K-k) norm(R^O)
-           (paper v2, appendix D; for K = 2: A_1 = norm(R^T_1) + norm(R^O), A_2 = norm(R^O))
+  MT-GRPO: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O)    the paper's two turns (K = 2)
+
+For K > 2 turns (train.py --max-calls K-1) this file uses its own extension, not the paper's:
+           A_k = sum_{l=k}^{K-1} alpha^(l-k) norm(R^T_l) + alpha^(K-k) norm(R^O)
+each R^T_l normalised over the G independent episodes of the question, which by turn l have reached
+different states. It reduces to the paper's form at K = 2 (any alpha). The authors' code has no
+K-turn estimator: SiliangZeng/Multi-Turn-RL-Agent at 7dbdd08, verifiers/trainers/
+mt_grpo_env_trainer.py lines 151-208, cuts each episode at its first tool result; the tokens before
+get norm(R^O) + norm(R^T), those after (a second call, the answer) norm(R^O), with R^T one number
+per episode. Summaries of the paper's later version (arXiv 2505.11821v2, retitled "...via Turn-Level
+Reward Design") say its K-turn GRPO samples a tree per turn (G^(K-1) episodes), so that turn k is
+compared between siblings of one state, as atgrpo.py does for the games; that text was not
+available to check. docs/cheatsheet.md has the symbols.
 """
 import torch
 

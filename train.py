@@ -38,12 +38,12 @@ import mtgrpo
 import questions as qa
 import rewards
 import retrieval
-from config import check_out, parse_args
+from config import changed_flags, check_out, parse_args
 from loss import fill_logprobs, policy_update
 from policy import chat_sampler, check_context, fast_path, load_model, load_models, pick_device, play_episodes
 
 from machinery import checkpoint, micro_batch, trackers  # the run folder, --resume, trackers
-from machinery.cli import in_chunks
+from machinery.cli import in_chunks, wilson
 from machinery.precision import precision_line
 
 
@@ -142,7 +142,7 @@ NAMES = {"mt": "MT-GRPO", "mr": "GRPO-MR", "or": "GRPO-OR", "at": "AT-GRPO", "gr
 # what the tables show: rates are fractions of the maximum; rewards are in reward units
 TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
                     ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),
-                    ("xml_format_rate", "xml format rate")],
+                    ("xml_format_rate", "xml format rate (0.4 free)")],
          "sokoban": [("success", "success rate"), ("best_constant_success", "best constant answer's success"),
                      ("board_ablation_success", "success, another level's board"),
                      ("distinct_answers", "distinct answer sequences"), ("box_distance", "box-goal distance (cells)"),
@@ -169,7 +169,7 @@ def train(args):
     device = pick_device(args.device)
     if fast := fast_path(args):  # on a CPU, the update's big blocks reused, not faulted in anew
         fast.heap.keep_freed_memory(device)
-    print(precision_line(device, args.bf16) + "\n" + json.dumps(dataclasses.asdict(args), indent=1))
+    print(f"{precision_line(device, args.bf16)}\nflags that differ from the defaults: {changed_flags(args)} (all: OUT/args.json)")
     data, pool, test = load_task(args)
     if args.eval_every and len(test) < args.eval_n:
         print(f"note: the test split has only {len(test)} items; each evaluation uses them all, not --eval-n {args.eval_n}", file=sys.stderr)
@@ -286,10 +286,12 @@ def check_prompts(model, tok, data, pool, test, args):
 def print_table(history, args):
     """First and last evaluation side by side, and the mean of the training metrics."""
     evals, train = [h for h in history if "t_eval" in h], [h for h in history if "t_update" in h]
-    if evals:
-        print(f"\n{'greedy eval on test':<34}" + "".join(f"step {e['step']:<7}" for e in (evals[0], evals[-1])))
+    if evals:  # a rate with its 95 % interval (Wilson's) over the n test items: at n = 8 one answer is 0.125
+        n = len(evals[-1].get("eval_exact_match_each", "")) or args.eval_n
+        cell = lambda k, v: f"{v:.3f} ({wilson(v, n)[0]:.2f}-{wilson(v, n)[1]:.2f})" if "rate" in k else f"{v:.3f}"  # noqa: E731
+        print(f"\n{f'greedy eval, {n} items (95 % interval)':<34}" + "".join(f"{'step ' + str(e['step']):<22}" for e in (evals[0], evals[-1])))
         for k, label in TABLE[args.env]:
-            print(f"{label:<34}" + "".join(f"{e.get('eval_' + k, float('nan')):<12.3f}" for e in (evals[0], evals[-1])))
+            print(f"{label:<34}" + "".join(f"{cell(label, e.get('eval_' + k, float('nan'))):<22}" for e in (evals[0], evals[-1])))
     if train:
         print(f"\ntraining mean over {len(train)} steps (sampled): " + ", ".join(
             f"{label} {np.mean([h[k] for h in train]):.3f}"

@@ -4,8 +4,12 @@
     python exercises/check.py 3            check exercise 3 only (several numbers work too)
     python exercises/check.py --dir PATH   check the ex*.py files of another folder
     python exercises/check.py --solutions  check the project's own functions (must all pass)
+    python exercises/check.py quiz         check the quiz's numeric answers (quiz_answers.txt
+                                           beside this file, or --answers PATH; docs/quiz.md)
+    python exercises/check.py --handout DIR   write a student's folder (docs/exercises.md)
 
-The exit code is 0 when every checked exercise passes, 1 otherwise. Floats are compared with a
+The exit code is 0 when every checked exercise passes, 1 otherwise (2: a usage error, an answers
+file that cannot be read, a handout folder that exists and is not empty). Floats are compared with a
 tolerance of 1e-5 relative + 1e-6 absolute: tight enough to see the 1e-4 of group_norm. Each
 exercise runs in a worker process of its own for at most sandbox.TIME_LIMIT seconds, and check.py
 compares what came back: an exit, a crash or an endless loop in a student's file fails that
@@ -15,16 +19,21 @@ isolation is in sandbox.py, beside this file: you do not need to read it.
 Each exercise has one section: its cases, then how to call the project's function (SOLUTIONS).
 A case is (name, run, inputs, expected): run(**inputs) calls your function and returns what is
 compared with expected; inputs are plain data (lists of numbers go in as float64 tensors), and a
-failing case prints them with the expected value and what came back.
+failing case prints them with the expected value and what came back. A case may end with a list
+of known wrong answers, (value, note): a failure that gave that value prints the note too.
 To use the checks from Python: run_check(n, *functions) -> (passed, failure), in your own
 process, and check(n, folder=...) -> (passed, failure), in a worker as above.
 """
 import argparse
 import contextlib
+import json
 import math
 import os
+import re
+import shutil
 import signal
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sandbox.py, beside this file, however it is loaded
@@ -187,14 +196,23 @@ def ex3_solution():
 
 # ---------------------------------------------------------------- exercise 4: k3_kl, grpo_loss
 LN15, LN05 = math.log(1.5), math.log(0.5)  # ratios r = 1.5 and r = 0.5 against old_logp = 0
+AVERAGES = {"token": "the token mean over all trained tokens",
+            "seq": "the per-sequence mean of eq. 3 (each row's token mean, then the mean over rows)"}
 
 
 def loss_inputs(logp, adv, mask, old_logp=0.0, ref_logp=0.0, beta=0.0, eps_low=0.2,
-                eps_high=0.2):
+                eps_high=0.2, loss_type="token"):
     """Every argument of grpo_loss for one case; a number for old_logp or ref_logp means that
     value on every token."""
     return dict(logp=logp, old_logp=old_logp, ref_logp=ref_logp, adv=adv, mask=mask, beta=beta,
-                eps_low=eps_low, eps_high=eps_high)
+                eps_low=eps_low, eps_high=eps_high, loss_type=loss_type)
+
+
+def other_average(loss_type, value):
+    """The near miss of a case that averages one way: the other average's value, and a note."""
+    other = "seq" if loss_type == "token" else "token"
+    return [(value, f"this is {AVERAGES[other]}; loss_type={loss_type!r} asks for "
+                    f"{AVERAGES[loss_type]}")]
 
 
 def ex4_cases(k3_kl, grpo_loss):
@@ -218,6 +236,15 @@ def ex4_cases(k3_kl, grpo_loss):
         grpo_loss(logp, *rest).backward()
         return logp.grad
 
+    # ratio 1 and beta 0 below unless said otherwise: every trained token's term is its A, and
+    # the loss is minus the average of the trained A's, averaged one way or the other:
+    #   token: sum over all trained tokens / their number;  seq: mean over rows of each row's mean
+    two_rows = ([[0.0] * 3] * 2, [[1.0, 2.0, 9.0], [3.0, 9.0, 9.0]], [[1, 1, 0], [1, 0, 0]])
+    five_and_one = ([[0.0] * 5] * 2, [[1.0] * 5, [-2.0, 9.0, 9.0, 9.0, 9.0]],
+                    [[1] * 5, [1, 0, 0, 0, 0]])
+    empty_row = ([[0.0] * 3] * 3, [[2.0, 9.0, 9.0], [1.0, 3.0, 5.0], [4.0, 4.0, 4.0]],
+                 [[1, 0, 0], [1, 1, 1], [0, 0, 0]])
+    grad_rows = ([[0.0, 0.0]] * 2, [[1.0, -2.0], [4.0, 9.0]], [[1, 1], [1, 0]])
     return [
         # d = ref - logp = [0, 1, -1] -> exp(d) - d - 1 = [0, e - 2, 1/e] = [0, 0.718282, 0.367879]
         ("k3_kl", kl, dict(logp=[[0.0, -1.0, 1.0]], ref_logp=[[0.0, 0.0, 0.0]]),
@@ -227,10 +254,9 @@ def ex4_cases(k3_kl, grpo_loss):
         # only the two trained tokens count: -(2 + 1) / 2 = -1.5 (not -(5 + 2 + 1) / 3, not -3 / 3)
         ("masked prompt token",
          run_loss, loss_inputs([[0.0, 0.0, 0.0]], [[5.0, 2.0, 1.0]], [[0, 1, 1]]), -1.5),
-        # token mean over the batch: -(1 + 2 + 3) / 3 = -2 (the mean of row means would be -2.25)
-        ("batch of two rows",
-         run_loss, loss_inputs([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],
-                               [[1.0, 2.0, 9.0], [3.0, 9.0, 9.0]], [[1, 1, 0], [1, 0, 0]]), -2.0),
+        # token mean: -(1 + 2 + 3) / 3 = -2;  eq. 3's mean of the row means: -(1.5 + 3) / 2 = -2.25
+        ("batch of two rows, token", run_loss, loss_inputs(*two_rows), -2.0,
+         other_average("token", -2.25)),
         # r = 1.5, A = 1, eps_high 0.28: min(1.5, 1.28) = 1.28 -> loss -1.28
         ("clip active above",
          run_loss, loss_inputs([[LN15]], [[1.0]], [[1]], eps_high=0.28), -1.28),
@@ -258,15 +284,57 @@ def ex4_cases(k3_kl, grpo_loss):
         ("clipped tokens get no gradient",
          grad, loss_inputs([[LN15, LN05, 0.0]], [[1.0, -1.0, 1.0]], [[1, 1, 1]]),
          [[0, 0, -0.333333]]),
+        # rows of 5 and 1 trained tokens, A = +1 and -2: token -(5 - 2) / 6 = -0.5
+        # (eq. 3: -(1 - 2) / 2 = +0.5: the one token weighs as much as the five)
+        ("rows of 5 and 1 trained tokens, token", run_loss, loss_inputs(*five_and_one), -0.5,
+         other_average("token", 0.5)),
+        # a row with no trained token adds nothing: -(2 + 1 + 3 + 5) / 4 = -2.75
+        ("a fully masked row, token", run_loss, loss_inputs(*empty_row), -2.75,
+         other_average("token", -1.666667)),
+        # token weight 1/3 on each trained token: -A / 3
+        ("gradient of two rows, token", grad, loss_inputs(*grad_rows),
+         [[-0.333333, 0.666667], [-1.333333, 0.0]],
+         other_average("token", [[-0.25, 0.5], [-2.0, 0.0]])),
+        # loss_type "seq": eq. 3 as printed. One row: its token mean, -(2 + 1) / 2 = -1.5
+        ("one sample, seq",
+         run_loss, loss_inputs([[0.0, 0.0, 0.0]], [[2.0, 1.0, 7.0]], [[1, 1, 0]], loss_type="seq"),
+         -1.5),
+        # row means 1.5 and 3 -> -(1.5 + 3) / 2 = -2.25 (the token mean would be -2)
+        ("batch of two rows, seq", run_loss, loss_inputs(*two_rows, loss_type="seq"), -2.25,
+         other_average("seq", -2.0)),
+        # row means +1 and -2 -> -(1 - 2) / 2 = +0.5 (the token mean -0.5: the other sign)
+        ("rows of 5 and 1 trained tokens, seq",
+         run_loss, loss_inputs(*five_and_one, loss_type="seq"), 0.5,
+         other_average("seq", -0.5)),
+        # row means 2, 3 and, for the row with no trained token, 0 (its sum 0 over max(0, 1)):
+        # -(2 + 3 + 0) / 3 = -1.666667; G = 3 counts it
+        ("a fully masked row, seq", run_loss, loss_inputs(*empty_row, loss_type="seq"), -1.666667,
+         other_average("seq", -2.75)
+         + [(-2.5, "a row with no trained token still counts in G: it adds 0 to the sum and 1 "
+                   "to G")]),
+        # weight 1 / (|o_i| G): row 1 1 / (2 * 2) = 0.25, row 2 1 / (1 * 2) = 0.5 -> -A * weight
+        ("gradient of two rows, seq", grad, loss_inputs(*grad_rows, loss_type="seq"),
+         [[-0.25, 0.5], [-2.0, 0.0]],
+         other_average("seq", [[-0.333333, 0.666667], [-1.333333, 0.0]])),
     ]
 
 
 def ex4_solution():
     import loss
 
-    def grpo_loss(*args):
-        return loss.grpo_loss(*args)[0]  # the project returns (loss, kl, clipped)
+    def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high, loss_type="token"):
+        weight = step_weights(mask, loss_type)
+        # the project returns (loss, kl, clipped)
+        return loss.grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high,
+                              weight)[0]
     return loss.k3_kl, grpo_loss
+
+
+def step_weights(mask, loss_type):
+    """The weight of each token in loss.py's average `loss_type` when mask (B, T) is the whole step
+    (the loss is -sum(weight * term)): loss.loss_weights itself, so the two cannot drift apart."""
+    import loss
+    return loss.loss_weights(mask, loss_type, mask.sum().item(), len(mask))
 
 
 # ---------------------------------------------------------------- exercise 5: tree_step
@@ -469,6 +537,284 @@ def ex7_solution():
     return bm25_scores,
 
 
+# ---------------------------------------------------------------- the quiz (docs/quiz.md)
+# Each numeric answer of the quiz: (its id in docs/quiz.md, what it asks). quiz_expected()
+# computes the answers with the project's own functions (project_quiz_answers), or, in a handout
+# folder without the project, reads the ones --handout computed (quiz_expected.json).
+QUIZ = [
+    ("1", "equal rewards [0.5 x 4]: each advantage"),
+    ("2a", "GRPO-MR: A_2 of sample 1"),
+    ("2b", "MT-GRPO: A_2 of sample 1"),
+    ("3", "AT-GRPO: groups in one step"),
+    ("4", "mu = 1: the ratio r_t"),
+    ("5a", "token mean: the loss"),
+    ("5b", "per-sequence mean (eq. 3): the loss"),
+    ("6a", "k3 at equal log-probs"),
+    ("6b", "k3 at pi 0.5, pi_ref 0.25"),
+    ("7a", "tool result: trained tokens |T|"),
+    ("7b", "tool result: the loss"),
+    ("8", "one sample (G = 1): the advantage"),
+    ("9", "mu = 2, r = 1.5, A = +1: the term"),
+    ("10", "rewards [10, 11]: advantage of sample 2"),
+]
+QUIZ_ANSWERS = "quiz_answers.txt"  # the student's answers, beside check.py
+QUIZ_EXPECTED = "quiz_expected.json"  # a handout's expected answers, beside check.py
+QUIZ_FORMAT = '"question: number", e.g. "1: 0.25" or "1: -2/3"'
+
+
+class CheckError(Exception):
+    """What check.py reports in one line, with exit code 2: a quiz answers file it cannot read,
+    no way to compute the quiz's answers, a handout folder it will not write."""
+
+
+class QuizLevel:
+    """Question 3's environment for atgrpo.tree_rollout: two agents, three turns, reward = the
+    number in the text; nothing else."""
+    roles = ("planner", "executor")
+
+    def __init__(self, turn=0):
+        self.turn = turn
+
+    @property
+    def done(self):
+        return self.turn >= 3
+
+    def copy(self):
+        return QuizLevel(self.turn)
+
+    def messages(self, role):
+        return [{"role": "user", "content": f"turn {self.turn + 1}, {role}"}]
+
+    def act(self, role, text):
+        self.turn += role == self.roles[-1]  # a turn ends once every agent has acted
+        return float(text)
+
+
+def project_quiz_answers():
+    """Every numeric answer of the quiz, {id: value}, from the project's own functions."""
+    if str(sandbox.ROOT) not in sys.path:
+        sys.path.insert(0, str(sandbox.ROOT))
+    import torch
+
+    import atgrpo
+    import loss
+    import mtgrpo
+    _, grpo_loss = ex4_solution()
+
+    def norm(rows):
+        return mtgrpo.group_norm(t64(rows))
+
+    def loss_at_ratio_1(adv, mask, loss_type="token"):
+        logp = torch.zeros_like(t64(adv))
+        return grpo_loss(logp, logp, logp, t64(adv), t64(mask), 0.0, 0.2, 0.2, loss_type).item()
+
+    def second_turn_adv(algo):  # R^T = [1, 0], R^O = [1, 1]: A_2 of sample 1
+        return mtgrpo.turn_advantages([[[1.0], [0.0]]], [[1.0, 1.0]], algo)[0, 0, 1].item()
+
+    def sampler(role, message_lists):  # K = 4 candidates per prompt, rewards 0, 1, 2, 0, ...
+        return [([1], [2], str(j % 3)) for j in range(len(message_lists))]
+
+    groups, _ = atgrpo.tree_rollout([QuizLevel() for _ in range(4)], [0, 1, 2, 3], sampler, K=4)
+    logp = torch.randn(3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    old = logp.detach()  # mu = 1: pi_old is the policy itself (loss.accumulate)
+    # prompt 2 tokens | turn 1 (model) 4 | tool result 3 | turn 2 (model) 2;  A_1 = 1, A_2 = -0.5
+    adv7, mask7 = mtgrpo.token_advantages([0] * 2 + [1] * 4 + [0] * 3 + [2] * 2, [1.0, -0.5])
+    rows5 = ([[2.0, 2.0, 2.0], [-1.0, 0.0, 0.0]], [[1, 1, 1], [1, 0, 0]])  # 3 and 1 trained tokens
+    ratio_15 = torch.tensor([math.log(1.5)], dtype=torch.float64)
+    term9, _ = loss.clipped_surrogate(ratio_15, torch.zeros(1, dtype=torch.float64),
+                                      torch.ones(1, dtype=torch.float64), 0.2, 0.2)
+    answers = {
+        "1": norm([[0.5] * 4])[0, 0].item(),
+        "2a": second_turn_adv("mr"),
+        "2b": second_turn_adv("mt"),
+        "3": len({g.key for g in groups}),
+        "4": torch.exp(logp - old).mean().item(),
+        "5a": loss_at_ratio_1(*rows5),
+        "5b": loss_at_ratio_1(*rows5, loss_type="seq"),
+        "6a": loss.k3_kl(t64([-1.3]), t64([-1.3])).item(),
+        "6b": loss.k3_kl(t64([math.log(0.5)]), t64([math.log(0.25)])).item(),
+        "7a": sum(mask7),
+        "7b": loss_at_ratio_1([adv7], [mask7]),
+        "8": norm([[5.0]])[0, 0].item(),
+        "9": term9.item(),
+        "10": norm([[10.0, 11.0]])[0, 1].item(),
+    }
+    return {key: float(value) for key, value in answers.items()}
+
+
+def project_here():
+    """The project's code is in the folder above this one (check.py in the repository)."""
+    return all((sandbox.ROOT / name).is_file() for name in ("mtgrpo.py", "loss.py", "atgrpo.py"))
+
+
+def quiz_expected():
+    """{id: expected value}: computed with the project's functions where the project is, else
+    the values a handout saved beside this file."""
+    if project_here():
+        return project_quiz_answers()
+    try:
+        saved = json.loads((HERE / QUIZ_EXPECTED).read_text())
+        return {key: float(saved[key]) for key, _ in QUIZ}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise CheckError(f"the expected answers need the project's code (run check.py in the "
+                        f"repository) or the {QUIZ_EXPECTED} that --handout writes") from None
+
+
+def quiz_right(got, expected):
+    """Three decimals are enough: rounded or cut, either passes."""
+    return abs(got - expected) <= 1e-3 * (1 + abs(expected))
+
+
+def read_quiz_answers(path):
+    """{id: number or None (left blank)} from an answers file: one "id: number" per line; blank
+    lines and lines starting with # are skipped. CheckError (one line) for anything else."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise CheckError(f"cannot read the answers file {path} ({type(error).__name__}): write "
+                        f"one answer a line, {QUIZ_FORMAT} (docs/quiz.md)") from None
+    ids, answers, where = [key for key, _ in QUIZ], {}, {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        at = f"{path} line {number}"
+        key, colon, value = (part.strip() for part in line.partition(":"))
+        if not colon:
+            raise CheckError(f"{at}: {line[:40]!r} is not {QUIZ_FORMAT}")
+        if key not in ids:
+            raise CheckError(f"{at}: there is no numeric question {key[:20]!r} (they are "
+                            f"{', '.join(ids)})")
+        if key in answers:
+            raise CheckError(f"{at}: {key} is answered twice (first on line {where[key]})")
+        answers[key], where[key] = number_in(value, at) if value else None, number
+    return answers
+
+
+def number_in(text, at):
+    """The number written as text: decimals or a fraction (-2/3); CheckError otherwise."""
+    number = text.replace("\u2212", "-").replace(" ", "")  # a typographic minus is a minus
+    if len(number) <= 40 and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)(/\d*[1-9]\d*)?", number):
+        return float(Fraction(number))
+    raise CheckError(f"{at}: {text[:40]!r} is not a number (decimals, or a fraction like -2/3)")
+
+
+def quiz_template():
+    """The blank answers file: the format, then one line per numeric question."""
+    return ("# Quiz answers (quiz.md): one numeric answer a line, " + QUIZ_FORMAT + ".\n"
+            "# Three decimals are enough. Leave an answer blank to skip it.\n"
+            "# Check them:  python check.py quiz   (in the repository: python exercises/check.py quiz)\n"
+            + "".join(f"{key}:\n" for key, _ in QUIZ))
+
+
+def quiz_main(argv):
+    """check.py quiz [--answers PATH]: a table of right / wrong per numeric answer. Exit code 0
+    when all are right, 1 otherwise, 2 for an answers file that cannot be read (one line)."""
+    parser = argparse.ArgumentParser(prog="check.py quiz",
+                                     description="Check the quiz's numeric answers (docs/quiz.md).")
+    parser.add_argument("--answers", default=str(HERE / QUIZ_ANSWERS),
+                        help=f"the answers file (default: {QUIZ_ANSWERS} beside check.py)")
+    args = parser.parse_args(argv)
+    try:
+        answers = read_quiz_answers(args.answers)
+        expected = quiz_expected()
+    except CheckError as error:
+        print(f"check.py quiz: {error}", file=sys.stderr)
+        return 2
+    print(f"checking the quiz answers in {args.answers}")
+    print(f" #    {'question':<40} result")
+    right = 0
+    for key, label in QUIZ:
+        got = answers.get(key)
+        ok = got is not None and quiz_right(got, expected[key])
+        right += ok
+        result = "no answer" if got is None else "right" if ok else f"wrong (you wrote {got:g})"
+        print(f" {key:<4} {label:<40} {result}")
+    print(f"{right}/{len(QUIZ)} right")
+    return 0 if right == len(QUIZ) else 1
+
+
+# ---------------------------------------------------------------- the handout (--handout DIR)
+# The project's file that solves each exercise: a student does the exercise before reading it.
+SOLVED_BY = {1: "mtgrpo.py", 2: "mtgrpo.py", 3: "mtgrpo.py", 4: "loss.py", 5: "atgrpo.py",
+             6: "rewards.py", 7: "retrieval.py"}
+ANSWER_KEY = "## Answer key"  # docs/quiz.md's last section, left out of a handout
+
+
+def handout_readme():
+    """The handout's README.md: the commands, then the exercises in order, each solving file
+    named only after the exercises it solves."""
+    steps, step = [], 0
+    for n in sorted(EXERCISES):
+        step += 1
+        topic, filename, _ = EXERCISES[n]
+        steps.append(f"{step}. `{filename}`: {topic}. Check it: `python check.py {n}`.")
+        if SOLVED_BY.get(n + 1) != SOLVED_BY[n]:
+            done = [m for m in sorted(EXERCISES) if SOLVED_BY[m] == SOLVED_BY[n]]
+            which = (f"exercise {done[0]}" if len(done) == 1
+                     else f"exercises {done[0]} to {done[-1]}")
+            steps.append(f"   Then read the project's `{SOLVED_BY[n]}`, its answer to {which}, "
+                         f"and compare it with yours.")
+    steps.append(f"{step + 1}. The quiz, `quiz.md`: write its numeric answers in `{QUIZ_ANSWERS}`, "
+                 f"then `python check.py quiz`.")
+    return "\n".join([
+        "# Exercises: MT-GRPO and AT-GRPO from their equations", "",
+        "Seven functions to write, each from a paper's equation, in the `ex*.py` files of this",
+        "folder, then a quiz. Each file has the paper reference, the equation, the function's",
+        "signature and hints; its body is `raise NotImplementedError`. Edit only the `ex*.py` files",
+        f"and `{QUIZ_ANSWERS}`. You need Python 3 and PyTorch, on Linux or macOS (on Windows, WSL).",
+        "", "```bash",
+        "python check.py          # every exercise: a table of passed / failed",
+        "python check.py 3        # one exercise (several numbers work too)",
+        f"python check.py quiz     # the quiz's numeric answers, from {QUIZ_ANSWERS}",
+        "```", "",
+        "A failing exercise shows its first failing case: the input, the expected value and what",
+        "came back. `check.py` holds the cases, each with its arithmetic in a comment: read it",
+        "when you are stuck. `sandbox.py` runs your file in a process of its own; you need not",
+        "read it.", "",
+        "## In this order", "",
+        "Do each exercise before you read the project's file that solves it: write the function",
+        "from the equation first, then read how the project wrote it (in the project's",
+        "repository, which your teacher has).", "",
+        *steps, ""])
+
+
+def write_handout(folder):
+    """Write a student's folder (see docs/exercises.md); CheckError (one line) when it cannot."""
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise CheckError(f"{folder} exists and is not an empty folder: name a new one")
+    for _, filename, names in EXERCISES.values():
+        if (HERE / filename).read_text().count("raise NotImplementedError") < len(names):
+            raise CheckError(f"{HERE / filename} is not a stub any more (a function without raise "
+                            f"NotImplementedError): `git checkout -- exercises/` restores it")
+    quiz = sandbox.ROOT / "docs" / "quiz.md"
+    if not quiz.is_file():
+        raise CheckError(f"no {quiz}: --handout needs the repository")
+    questions = quiz.read_text().split("\n" + ANSWER_KEY)[0].rstrip() + "\n"
+    expected = quiz_expected()
+    folder.mkdir(parents=True, exist_ok=True)
+    for _, filename, _ in EXERCISES.values():
+        shutil.copyfile(HERE / filename, folder / filename)
+    for filename in ("check.py", "sandbox.py"):
+        shutil.copyfile(HERE / filename, folder / filename)
+    (folder / "quiz.md").write_text(questions)
+    (folder / QUIZ_ANSWERS).write_text(quiz_template())
+    (folder / QUIZ_EXPECTED).write_text(json.dumps(expected, indent=1) + "\n")
+    (folder / "README.md").write_text(handout_readme())
+
+
+def handout_main(folder):
+    try:
+        write_handout(folder)
+    except CheckError as error:
+        print(f"check.py --handout: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {folder}: README.md (the order), the seven ex*.py stubs, check.py, sandbox.py, "
+          f"quiz.md (without its answer key), {QUIZ_ANSWERS}, {QUIZ_EXPECTED}")
+    return 0
+
+
 # ---------------------------------------------------------------- running the checks
 # check.py never runs a student's code in its own process: sandbox.py runs each exercise in a
 # worker process of its own, for at most sandbox.TIME_LIMIT seconds, and compares what came back
@@ -500,12 +846,22 @@ def row(n, passed, first):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Check the exercises (exercises/ex*.py).")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["quiz"]:
+        return quiz_main(argv[1:])
+    parser = argparse.ArgumentParser(
+        description="Check the exercises (exercises/ex*.py).",
+        epilog="check.py quiz [--answers PATH]: check the quiz's numeric answers (docs/quiz.md)")
     parser.add_argument("numbers", nargs="*", type=int, help="exercises to check (default: all)")
     parser.add_argument("--solutions", action="store_true",
                         help="check the project's own functions instead of the ex*.py files")
     parser.add_argument("--dir", default=str(HERE), help="folder with the ex*.py files")
+    parser.add_argument("--handout", metavar="DIR",
+                        help="write a student's folder DIR (new or empty): stubs, checker, quiz, "
+                             "README with the order")
     args = parser.parse_args(argv)
+    if args.handout is not None:
+        return handout_main(args.handout)
     numbers = args.numbers or sorted(EXERCISES)
     unknown = [n for n in numbers if n not in EXERCISES]
     if unknown:

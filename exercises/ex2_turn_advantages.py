@@ -7,7 +7,8 @@ norm is the group normalisation of exercise 1, applied to each reward separately
     GRPO-OR:  A_k = norm(R^O)                        outcome only, the same for every turn
     GRPO-MR:  A_k = norm(sum_l R^T_l + R^O)          merged reward, the same for every turn
     MT-GRPO:  A_k = sum_{l=k}^{K-1} alpha^(l-k) norm(R^T_l) + alpha^(K-k) norm(R^O)
-              (paper v2, appendix D; K = 2: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O))
+              (the paper's two turns, K = 2: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O);
+              the K-turn form is this project's extension of it, the same at K = 2)
 
 Turn k is credited with its own turn reward and the rewards of the turns after it, each
 discounted by alpha once per turn of distance; the outcome counts as turn K.

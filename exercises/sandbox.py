@@ -101,7 +101,8 @@ def judge(n, cases, results):
     failure is "" when every case passes, else the first failing case as lines: its name, its
     input, what was expected and what came back. None when the results end before a failing
     case: the worker stopped, and the caller says why."""
-    for i, ((name, _, inputs, expected), result) in enumerate(zip(cases, results)):
+    for i, (case, result) in enumerate(zip(cases, results)):
+        name, _, inputs, expected = case[:4]
         if "missing" in result:  # NotImplementedError
             other = result["missing"]
             if (other != check.EXERCISES[n][1]
@@ -112,15 +113,22 @@ def judge(n, cases, results):
             return False, failure(name, inputs, expected, one_line(result["raised"]))
         got = unplain(result.get("got"))
         if not close(got, expected):
-            return False, failure(name, inputs, expected, show(got))
+            return False, failure(name, inputs, expected, show(got), near_misses(case, got))
     return (True, "") if len(results) >= len(cases) else None
 
 
-def failure(name, inputs, expected, got):
-    """The lines that report a failing case (lists of numbers went in as float64 tensors)."""
+def near_misses(case, got):
+    """The notes of a case's known wrong answers that got matches: a case may end with a list of
+    (wrong value, what that value is) after its expected value."""
+    return [note for value, note in (case[4] if len(case) > 4 else ()) if close(got, value)]
+
+
+def failure(name, inputs, expected, got, notes=()):
+    """The lines that report a failing case (lists of numbers went in as float64 tensors), and a
+    note for each known wrong answer that came back."""
     given = ", ".join(f"{key}={show(value, 300)}" for key, value in inputs.items())
     return "\n".join([name, f"input:    {given}", f"expected: {show(expected)}",
-                      f"got:      {got}"])
+                      f"got:      {got}"] + [f"note: {note}" for note in notes])
 
 
 def one_line(text):
@@ -130,7 +138,7 @@ def one_line(text):
 # ------------------------------------------------ running the cases (in the worker)
 def outcomes(cases):
     """What the functions return on each case (see outcome), up to the first case that fails."""
-    for name, run, inputs, expected in cases:
+    for name, run, inputs, expected, *_ in cases:
         result = outcome(run, inputs)
         yield result
         # stop at the first failure (it is what the student needs); the checker judges again

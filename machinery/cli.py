@@ -7,6 +7,16 @@ import functools
 from tqdm import tqdm
 
 
+def wilson(p, n, z=1.96):
+    """The 95 % interval (Wilson's) of a rate p seen over n yes/no answers: what n questions can show.
+    A rate of a partial reward (say XML format, whose items may score in between) has at most this
+    spread, so the interval is an upper bound there."""
+    if n < 1:
+        return (0.0, 1.0)
+    centre, half = p + z * z / (2 * n), z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return (max(0.0, (centre - half) / (1 + z * z / n)), min(1.0, (centre + half) / (1 + z * z / n)))
+
+
 def one_line(main):
     """main() with Ctrl-C (KeyboardInterrupt) and a failed read or write (OSError) as one line."""
     @functools.wraps(main)

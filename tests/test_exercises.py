@@ -7,7 +7,9 @@ exercise.
 A wrong answer is a correct answer below with one mistake a student could make (a text
 replacement), written to a temporary ex*.py file and loaded the way sandbox.py loads a student's.
 """
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,11 +66,13 @@ RIGHT = {
             d = ref_logp - logp
             return torch.exp(d) - d - 1
 
-        def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high):
+        def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high, loss_type="token"):
             r = torch.exp(logp - old_logp)
             obj = torch.minimum(r * adv, torch.clamp(r, 1 - eps_low, 1 + eps_high) * adv)
             obj = obj - beta * k3_kl(logp, ref_logp)
-            return -(obj * mask).sum() / mask.sum()
+            if loss_type == "token":
+                return -(obj * mask).sum() / mask.sum()
+            return -((obj * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()
         """,
     5: """
         def tree_step(env, env_id, role, candidates):
@@ -138,7 +142,14 @@ WRONG = [
     (4, "sign flip", [("return -(obj * mask).sum()", "return (obj * mask).sum()")]),
     (4, "loss on masked tokens (mean over all tokens)", [("-(obj * mask).sum() / mask.sum()", "-obj.mean()")]),
     (4, "divided by all tokens", [("/ mask.sum()", "/ mask.numel()")]),
-    (4, "mean of the rows' means", [("-(obj * mask).sum() / mask.sum()", "-((obj * mask).sum(1) / mask.sum(1)).mean()")]),
+    (4, "token: the mean of the rows' means", [("-(obj * mask).sum() / mask.sum()", "-((obj * mask).sum(1) / mask.sum(1)).mean()")]),
+    (4, "seq: the token mean", [("-((obj * mask).sum(1) / mask.sum(1).clamp(min=1)).mean()",
+                                 "-(obj * mask).sum() / mask.sum()")]),
+    (4, "loss_type ignored (always the token mean)", [('if loss_type == "token":', "if True:")]),
+    (4, "seq: a fully masked row left out of G",
+     [(".clamp(min=1)).mean()", ".clamp(min=1)).sum() / (mask.sum(1) > 0).sum()")]),
+    (4, "seq: 0 / 0 on a fully masked row", [(".clamp(min=1)", "")]),
+    (4, "seq: each row divided by T", [("mask.sum(1).clamp(min=1)", "mask.shape[1]")]),
     (4, "clip with max instead of min", [("torch.minimum", "torch.maximum")]),
     (4, "clip without the min",
      [("torch.minimum(r * adv, torch.clamp(r, 1 - eps_low, 1 + eps_high) * adv)",
@@ -229,9 +240,57 @@ def test_a_failing_loss_case_shows_every_argument_with_its_default():
     assert not passed and failure.split("\n") == [
         "ratio 1, beta 0",
         "input:    logp=[[0.0, 0.0]], old_logp=0.0, ref_logp=0.0, adv=[[1.0, -0.5]], mask=[[1, 1]], "
-        "beta=0.0, eps_low=0.2, eps_high=0.2",
+        "beta=0.0, eps_low=0.2, eps_high=0.2, loss_type='token'",
         "expected: -0.25",
         "got:      0.0"]
+
+
+def wrong_answer(n, mistake):
+    """RIGHT[n] with the edits of WRONG's `mistake`."""
+    source = textwrap.dedent(RIGHT[n])
+    for old, new in next(edits for m, name, edits in WRONG if (m, name) == (n, mistake)):
+        source = source.replace(old, new)
+    return source
+
+
+@pytest.mark.parametrize("mistake, lines", [
+    # DeepSeekMath eq. 3 as printed, asked for the token mean
+    ("token: the mean of the rows' means",
+     ["batch of two rows, token", "expected: -2.0", "got:      -2.25",
+      "note: this is the per-sequence mean of eq. 3 (each row's token mean, then the mean over rows); "
+      "loss_type='token' asks for the token mean over all trained tokens"]),
+    ("seq: the token mean",
+     ["batch of two rows, seq", "expected: -2.25", "got:      -2.0",
+      "note: this is the token mean over all trained tokens; loss_type='seq' asks for the per-sequence "
+      "mean of eq. 3 (each row's token mean, then the mean over rows)"]),
+    ("seq: a fully masked row left out of G",
+     ["a fully masked row, seq", "expected: -1.66667", "got:      -2.5",
+      "note: a row with no trained token still counts in G: it adds 0 to the sum and 1 to G"]),
+    ("seq: 0 / 0 on a fully masked row", ["a fully masked row, seq", "expected: -1.66667", "got:      nan"]),
+])
+def test_a_loss_averaged_the_other_way_is_told_so(tmp_path, mistake, lines):
+    """A loss that gives the other average's value fails with a note naming that average."""
+    write_answers(tmp_path, {4: wrong_answer(4, mistake)})
+    passed, failure = check.run_check(4, *sandbox.student_functions(4, tmp_path))
+    assert not passed and [failure.split("\n")[0]] + failure.split("\n")[2:] == lines
+
+
+def test_the_two_averages_agree_on_one_row_and_differ_on_rows_of_5_and_1():
+    """The cases' hand values against loss.py's own weights: loss.accumulate's per-token weights
+    are 1/|T| (token) and 1/(|o_i| G) (seq), 0 on masked tokens, a fully masked row included."""
+    mask = check.t64([[1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]])
+    assert check.step_weights(mask, "token").tolist() == [[1 / 6] * 5, [1 / 6, 0, 0, 0, 0], [0] * 5]
+    assert check.step_weights(mask, "seq").tolist() == [[1 / 15] * 5, [1 / 3, 0, 0, 0, 0], [0] * 5]
+    one = check.t64([[1, 1, 0]])
+    assert check.step_weights(one, "token").tolist() == check.step_weights(one, "seq").tolist()
+
+
+def test_each_exercise_mirrors_the_file_said_to_solve_it():
+    """The handout's order reads SOLVED_BY; each stub's "Mirrors:" line names the same module."""
+    for n, (_, filename, _) in check.EXERCISES.items():
+        mirrors = next(line for line in (ROOT / "exercises" / filename).read_text().splitlines()
+                       if line.startswith("Mirrors:"))
+        assert mirrors.startswith(f"Mirrors: {Path(check.SOLVED_BY[n]).stem}."), (n, mirrors)
 
 
 def test_the_table_prints_a_failures_lines_under_its_row(tmp_path, capsys):
@@ -556,3 +615,146 @@ def test_sigterm_prints_what_was_not_checked(tmp_path):
     p, out, err = signalled_checker(tmp_path, ["1", "2", "7"], marker, signal.SIGTERM)
     assert p.returncode == 143, out + err
     assert " 1  group normalisation          passed" in out and err.strip() == "stopped (SIGTERM): not checked: 2, 7"
+
+
+# ---------------------------------------------------------------- the quiz and the handout
+QUIZ_MD = ROOT / "docs" / "quiz.md"
+
+
+@pytest.fixture(scope="module")
+def quiz_expected():
+    return check.quiz_expected()
+
+
+def quiz(argv, capsys):
+    """check.py quiz argv: (exit code, stdout lines, stderr)."""
+    code = check.main(["quiz", *argv])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def answers_file(tmp_path, lines):
+    path = tmp_path / "answers.txt"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_quiz_all_right(tmp_path, capsys, quiz_expected):
+    """Three decimals, rounded or cut, are enough; a fraction works too."""
+    answers = {key: f"{value:.3f}" for key, value in quiz_expected.items()}
+    answers["6b"] = str(int(quiz_expected["6b"] * 1000) / 1000)  # 0.193, cut
+    answers["5a"] = "-5/4"
+    path = answers_file(tmp_path, ["# mine", ""] + [f"{key}: {value}" for key, value in answers.items()])
+    code, lines, err = quiz(["--answers", str(path)], capsys)
+    assert code == 0 and err == "", lines
+    assert lines[0] == f"checking the quiz answers in {path}" and lines[-1] == f"{len(check.QUIZ)}/{len(check.QUIZ)} right"
+    assert [line.split()[0] for line in lines[2:-1]] == [key for key, _ in check.QUIZ]
+    assert all(line.endswith(" right") for line in lines[2:-1])
+
+
+def test_quiz_one_wrong(tmp_path, capsys, quiz_expected):
+    """5a answered with the per-sequence mean (5b's number): that row, and only it, is wrong."""
+    answers = {**quiz_expected, "5a": quiz_expected["5b"]}
+    path = answers_file(tmp_path, [f"{key}: {value}" for key, value in answers.items()])
+    code, lines, _ = quiz(["--answers", str(path)], capsys)
+    assert code == 1 and lines[-1] == f"{len(check.QUIZ) - 1}/{len(check.QUIZ)} right"
+    wrong = [line for line in lines[2:-1] if not line.endswith(" right")]
+    assert wrong == [" 5a   token mean: the loss                     wrong (you wrote -0.5)"]
+
+
+def test_the_blank_answers_file_is_the_template(capsys):
+    """exercises/quiz_answers.txt, as shipped, lists every numeric question and answers none."""
+    path = ROOT / "exercises" / "quiz_answers.txt"
+    assert path.read_text() == check.quiz_template()
+    code, lines, _ = quiz([], capsys)  # the default: quiz_answers.txt beside check.py
+    assert code == 1 and lines[0] == f"checking the quiz answers in {path}"
+    assert lines[-1] == f"0/{len(check.QUIZ)} right" and all(line.endswith("no answer") for line in lines[2:-1])
+
+
+@pytest.mark.parametrize("lines, why", [
+    (["1: 0", "2a 0.707"], "line 2: '2a 0.707' is not \"question: number\", e.g. \"1: 0.25\" or \"1: -2/3\""),
+    (["11: 3"], "line 1: there is no numeric question '11' (they are 1, 2a, 2b, 3, 4, 5a, 5b, 6a, 6b, 7a, 7b, "
+                "8, 9, 10)"),
+    (["2a: about 0.7"], "line 1: 'about 0.7' is not a number (decimals, or a fraction like -2/3)"),
+    (["3: 1/0"], "line 1: '1/0' is not a number (decimals, or a fraction like -2/3)"),
+    (["3: inf"], "line 1: 'inf' is not a number (decimals, or a fraction like -2/3)"),
+    (["2a: 1", "", "2a: 2"], "line 3: 2a is answered twice (first on line 1)"),
+])
+def test_a_malformed_answers_file_gives_one_line(tmp_path, capsys, lines, why):
+    path = answers_file(tmp_path, lines)
+    code, out, err = quiz(["--answers", str(path)], capsys)
+    assert code == 2 and out == [] and err == f"check.py quiz: {path} {why}\n"
+
+
+def test_a_missing_answers_file_gives_one_line(tmp_path, capsys):
+    code, out, err = quiz(["--answers", str(tmp_path / "none.txt")], capsys)
+    assert code == 2 and out == [] and err == (
+        f"check.py quiz: cannot read the answers file {tmp_path / 'none.txt'} (FileNotFoundError): write one "
+        "answer a line, \"question: number\", e.g. \"1: 0.25\" or \"1: -2/3\" (docs/quiz.md)\n")
+
+
+def test_the_quiz_page_asks_every_numeric_question_once_and_its_key_agrees(quiz_expected):
+    """docs/quiz.md: each id in bold brackets once in the questions, and `[id] = value` in the
+    answer key, equal to what check.py quiz expects (computed by the project's functions)."""
+    import re
+    questions, key = QUIZ_MD.read_text().split("\n" + check.ANSWER_KEY + "\n")
+    ids = [k for k, _ in check.QUIZ]
+    assert re.findall(r"\*\*\[(\w+)\]\*\*", questions.split("\n## 1. ")[1]) == ids
+    found = dict(re.findall(r"`\[(\w+)\] = (-?[0-9.]+)`", key))
+    assert list(found) == ids
+    assert all(check.quiz_right(float(found[k]), quiz_expected[k]) for k in ids), (found, quiz_expected)
+    assert f"N/{len(ids)} right" in questions
+
+
+def test_handout_writes_a_folder_a_student_can_check_from(tmp_path, right_folder):
+    folder = tmp_path / "class" / "handout"
+    assert check.main(["--handout", str(folder)]) == 0
+    stubs = [filename for _, filename, _ in check.EXERCISES.values()]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        stubs + ["check.py", "sandbox.py", "quiz.md", "quiz_answers.txt", "quiz_expected.json", "README.md"])
+    for name in stubs + ["check.py", "sandbox.py"]:
+        assert (folder / name).read_text() == (ROOT / "exercises" / name).read_text()
+    quiz_md = (folder / "quiz.md").read_text()
+    assert QUIZ_MD.read_text().startswith(quiz_md.rstrip()) and "Answer key" not in quiz_md
+    readme = (folder / "README.md").read_text()
+    for n, (_, filename, _) in check.EXERCISES.items():  # each exercise before the file that solves it
+        assert readme.index(f"`{filename}`") < readme.index(f"`{check.SOLVED_BY[n]}`"), n
+    assert readme.index("`ex7_bm25.py`") < readme.index("`retrieval.py`") < readme.index("`quiz.md`")
+    # the student's own files, checked from elsewhere: ex1 answered, ex3 still a stub
+    (folder / "ex1_group_norm.py").write_text((right_folder / "ex1_group_norm.py").read_text())
+    p = subprocess.run([sys.executable, str(folder / "check.py"), "1", "3"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=180)
+    assert p.returncode == 1 and p.stdout.splitlines()[1:] == [
+        " #  topic                        result", " 1  group normalisation          passed",
+        " 3  token advantages and mask    failed: not implemented yet", "1/2 passed"], p.stdout + p.stderr
+    # the quiz, without the project beside it: the numbers --handout saved
+    saved = json.loads((folder / "quiz_expected.json").read_text())
+    assert saved == pytest.approx(check.quiz_expected())
+    (folder / "quiz_answers.txt").write_text("".join(f"{key}: {value:.3f}\n" for key, value in saved.items()))
+    p = subprocess.run([sys.executable, str(folder / "check.py"), "quiz"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.splitlines()[-1] == f"{len(saved)}/{len(saved)} right", p.stdout + p.stderr
+
+
+def test_handout_refuses_a_folder_that_is_not_empty(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    for target in (tmp_path, tmp_path / "notes.txt"):
+        assert check.main(["--handout", str(target)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err == f"check.py --handout: {target} exists and is not an empty folder: name a new one\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"] and (tmp_path / "notes.txt").read_text() == "mine"
+    (tmp_path / "empty").mkdir()  # an empty folder is fine
+    assert check.main(["--handout", str(tmp_path / "empty")]) == 0 and (tmp_path / "empty" / "README.md").is_file()
+
+
+def test_handout_refuses_to_hand_out_a_solved_exercise(tmp_path, monkeypatch, capsys, right_folder):
+    """A teacher who solved the exercises in place would hand out the solutions: refused."""
+    exercises = tmp_path / "exercises"
+    shutil.copytree(ROOT / "exercises", exercises)
+    (exercises / "ex3_token_advantages.py").write_text((right_folder / "ex3_token_advantages.py").read_text())
+    monkeypatch.setattr(check, "HERE", exercises)
+    assert check.main(["--handout", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"check.py --handout: {exercises / 'ex3_token_advantages.py'} is not a stub any more (a function without "
+        "raise NotImplementedError): `git checkout -- exercises/` restores it\n")
+    assert not (tmp_path / "out").exists()

@@ -71,6 +71,17 @@ def test_loss_value_and_micro_batches_give_the_full_batch_gradient(tiny_model_di
     assert stats[1]["clip_fraction"] == 0 and stats[1]["kl"] == 0
 
 
+@pytest.mark.parametrize("loss_type,want", [("token", -4 / 6), ("seq", 0.0)])
+def test_the_two_averages_of_loss_py_s_docstring(tiny_model_dir, loss_type, want):
+    """loss.py's example: rows of 5 and 1 trained tokens, A = +1 and -1, ratio 1. The token mean over
+    the step (the default) gives -(5 - 1)/6; DeepSeekMath eq. 3's per-sequence mean -(1 - 1)/2 = 0."""
+    model, _ = load_model(tiny_model_dir, "cpu")
+    samples = [Sample(ids=[5, 6, 7, 8, 9, 10, 11], mask=[0, 0] + [1] * 5, adv=[0, 0] + [1.0] * 5),
+               Sample(ids=[5, 6, 7], mask=[0, 0, 1], adv=[0, 0, -1.0])]
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    assert policy_update(model, opt, samples, _args(loss_type=loss_type))["loss"] == pytest.approx(want, abs=1e-6)
+
+
 def test_rows_continued_from_a_shared_prompt_have_the_full_forward_logprobs(tiny_model_dir):
     model, _ = load_model(tiny_model_dir, "cpu")
     ids = torch.randint(0, 1000, (2, 12), generator=torch.Generator().manual_seed(3))
@@ -364,3 +375,13 @@ def test_the_cudnn_lever_chooses_the_attention(monkeypatch):
     with fast_update.attention("m", dict(cudnn=False)):
         pass
     assert entered == ["m"]
+
+
+def test_loss_weights_by_hand():
+    """token: 1/|T| on each trained token; seq: 1/|o_i| / G, an empty row adds nothing but counts in
+    G; a step with no trained token gives weights 0, not NaN."""
+    from loss import loss_weights
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    assert loss_weights(mask, "token", 4, 3).tolist() == [[0.25, 0.25, 0.25], [0.25, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    assert loss_weights(mask, "seq", 4, 3) == pytest.approx(torch.tensor([[1 / 9, 1 / 9, 1 / 9], [1 / 3, 0, 0], [0, 0, 0]]))
+    assert loss_weights(torch.zeros(1, 2), "token", 0, 1).tolist() == [[0.0, 0.0]]

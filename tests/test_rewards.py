@@ -234,3 +234,15 @@ def test_turn_rewards_of_short_failed_and_missing_calls(turns, expected):
                                    (CALL, {"role": "user", "content": ERROR}, RIGHT), (CALL, HIT, CALL)])
 def test_two_turns_give_the_papers_turn_reward(turns):
     assert rewards.turn_rewards(episode(*turns), ANSWERS, 2) == [rewards.turn_reward(episode(*turns), ANSWERS)]
+
+
+def test_the_prefill_and_the_spacing_make_0_4_of_the_format_rate_free():
+    """train.py starts every turn with the prefill <reasoning> and scores the turn with it, and the
+    source's "spacing" 0.2 always holds: turns that add nothing to the prefill score 0.4 of the format
+    maximum (0.08 of 0.2), which a random model's runs log (xml_format_rate 0.400). The label says so."""
+    completion = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<reasoning>"},
+                  {"role": "user", "content": "<result>\nnothing\n</result>"}, {"role": "assistant", "content": "<reasoning>"}]
+    assert rewards.xml_format_reward(completion) == pytest.approx(0.08)
+    assert rewards.xml_format_reward(completion[:2]) / rewards.MAXIMA["xml_format"] == pytest.approx(0.4)
+    import train
+    assert "0.4 free" in dict(train.TABLE["search"])["xml_format_rate"]

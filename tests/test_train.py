@@ -562,3 +562,37 @@ def test_an_unmarked_test_runs_on_the_cpu():
     the programs it starts see none either; so --device auto picks the CPU."""
     assert not torch.cuda.is_available() and os.environ["CUDA_VISIBLE_DEVICES"] == ""
     assert train.pick_device("auto") == "cpu"
+
+
+def test_the_start_names_only_the_flags_that_differ_from_the_defaults():
+    """The README's short run printed a 60-line dump of every flag before its progress bar; now one
+    line of the flags given (args.json keeps every flag). The defaults of --env planpath are its own."""
+    import config
+    assert config.changed_flags(config.parse_args(["--steps", "3", "--eval-every", "3", "--eval-n", "8", "--out", "runs/quick"])) \
+        == "--steps 3 --eval-every 3 --eval-n 8 --out runs/quick"
+    assert config.changed_flags(config.parse_args([])) == "none"
+    assert config.changed_flags(config.parse_args(["--env", "planpath"])) == "--env planpath"
+    assert config.changed_flags(config.parse_args(["--env", "planpath", "--team-alpha", "0.5"])) == "--env planpath --team-alpha 0.5"
+
+
+def test_wilson_intervals_by_hand():
+    """p = 1/8: centre (0.125 + 1.96^2/16) / (1 + 1.96^2/8) = 0.24666, half-width
+    1.96 sqrt(0.125 * 0.875 / 8 + 1.96^2 / 256) / 1.48020 = 0.22424."""
+    from machinery.cli import wilson
+    assert wilson(0.125, 8) == pytest.approx((0.02242, 0.47089), abs=1e-5)
+    assert wilson(0.0, 8) == pytest.approx((0.0, 0.32442), abs=1e-5)  # no answer right still allows 32 %
+    assert wilson(1.0, 8) == pytest.approx((0.67558, 1.0), abs=1e-5)
+    assert wilson(0.5, 0) == (0.0, 1.0)
+
+
+def test_the_end_table_gives_each_rate_its_interval_over_the_test_items(capsys):
+    args = SimpleNamespace(env="search", eval_n=64)
+    history = [{"step": 0, "t_eval": 1.0, "eval_reward": 0.5, "eval_exact_match_rate": 0.0, "eval_exact_match_each": "0" * 8},
+               {"step": 3, "t_eval": 1.0, "eval_reward": 1.0, "eval_exact_match_rate": 0.125, "eval_exact_match_each": "1" + "0" * 7}]
+    train.print_table(history, args)
+    out = capsys.readouterr().out
+    assert "greedy eval, 8 items (95 % interval)" in out  # n from the per-question record, not --eval-n
+    assert [line for line in out.splitlines() if line.startswith("exact match rate")] == \
+        [f"{'exact match rate':<34}{'0.000 (0.00-0.32)':<22}{'0.125 (0.02-0.47)':<22}"]
+    assert [line for line in out.splitlines() if line.startswith("total reward")] == \
+        [f"{'total reward (max 2.6)':<34}{'0.500':<22}{'1.000':<22}"]  # a reward, not a rate: no interval
