@@ -289,7 +289,7 @@ def print_table(history, args):
     if evals:  # a rate with its 95 % interval (Wilson's) over the n test items: at n = 8 one answer is 0.125
         n = len(evals[-1].get("eval_exact_match_each", "")) or args.eval_n
         cell = lambda k, v: f"{v:.3f} ({wilson(v, n)[0]:.2f}-{wilson(v, n)[1]:.2f})" if "rate" in k else f"{v:.3f}"  # noqa: E731
-        print(f"\n{f'greedy eval, {n} items (95 % interval)':<34}" + "".join(f"{'step ' + str(e['step']):<22}" for e in (evals[0], evals[-1])))
+        print(f"\n{f'greedy eval ({n} items, 95 % CI)':<34}" + "".join(f"{'step ' + str(e['step']):<22}" for e in (evals[0], evals[-1])))
         for k, label in TABLE[args.env]:
             print(f"{label:<34}" + "".join(f"{cell(label, e.get('eval_' + k, float('nan'))):<22}" for e in (evals[0], evals[-1])))
     if train:

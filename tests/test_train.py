@@ -591,7 +591,7 @@ def test_the_end_table_gives_each_rate_its_interval_over_the_test_items(capsys):
                {"step": 3, "t_eval": 1.0, "eval_reward": 1.0, "eval_exact_match_rate": 0.125, "eval_exact_match_each": "1" + "0" * 7}]
     train.print_table(history, args)
     out = capsys.readouterr().out
-    assert "greedy eval, 8 items (95 % interval)" in out  # n from the per-question record, not --eval-n
+    assert "greedy eval (8 items, 95 % CI)" in out  # n from the per-question record, not --eval-n
     assert [line for line in out.splitlines() if line.startswith("exact match rate")] == \
         [f"{'exact match rate':<34}{'0.000 (0.00-0.32)':<22}{'0.125 (0.02-0.47)':<22}"]
     assert [line for line in out.splitlines() if line.startswith("total reward")] == \
