@@ -12,6 +12,10 @@ py=${PYTHON:-.venv/bin/python}; [ -x "$py" ] || py=python3
 "$py" -c "import nbconvert" 2>/dev/null || { echo "slides need nbconvert: .venv/bin/pip install -r requirements-notebook.txt -c requirements.txt"; exit 2; }
 command -v npm >/dev/null || { echo "slides need npm (Node.js) to fetch reveal.js and MathJax once"; exit 2; }
 mkdir -p "$out"
+# npm trusts the system's certificates too (a proxy that re-signs TLS adds its root there)
+if [ -z "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+fi
 if [ ! -f "$out/node_modules/requirejs/require.js" ]; then
     npm install --silent --no-audit --no-fund --no-package-lock --prefix "$out" reveal.js@4.0.2 mathjax@2.7.9 \
         requirejs@2.3.7 jquery@2.2.4 >/dev/null
