@@ -43,7 +43,7 @@ from loss import fill_logprobs, policy_update
 from policy import chat_sampler, check_context, fast_path, load_model, load_models, pick_device, play_episodes
 
 from machinery import checkpoint, micro_batch, trackers  # the run folder, --resume, trackers
-from machinery.cli import in_chunks, wilson
+from machinery.cli import in_chunks, table_cell
 from machinery.precision import precision_line
 
 
@@ -100,8 +100,7 @@ def role_models(models):
 
 
 def game_step(models, tok, seeds, args):
-    """AT-GRPO tree sampling (rewards are scored inside: they choose the branch), then group
-    advantages; or the GRPO baseline's parallel trajectories."""
+    """AT-GRPO tree sampling (the rewards, scored inside, choose the branch), then group advantages; or GRPO's trajectories."""
     sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS)
     make_task = lambda seed: GAMES[args.env].make_tasks([seed], args)[0]  # noqa: E731
     samples, played, final = atgrpo.rollout_samples(make_task, seeds, sampler, args.num_generations,
@@ -288,10 +287,9 @@ def print_table(history, args):
     evals, train = [h for h in history if "t_eval" in h], [h for h in history if "t_update" in h]
     if evals:  # a rate with its 95 % interval (Wilson's) over the n test items: at n = 8 one answer is 0.125
         n = len(evals[-1].get("eval_exact_match_each", "")) or args.eval_n
-        cell = lambda k, v: f"{v:.3f} ({wilson(v, n)[0]:.2f}-{wilson(v, n)[1]:.2f})" if "rate" in k else f"{v:.3f}"  # noqa: E731
         print(f"\n{f'greedy eval ({n} items, 95 % CI)':<34}" + "".join(f"{'step ' + str(e['step']):<22}" for e in (evals[0], evals[-1])))
         for k, label in TABLE[args.env]:
-            print(f"{label:<34}" + "".join(f"{cell(label, e.get('eval_' + k, float('nan'))):<22}" for e in (evals[0], evals[-1])))
+            print(f"{label:<34}" + "".join(f"{table_cell(label, e.get('eval_' + k, float('nan')), n):<22}" for e in (evals[0], evals[-1])))
     if train:
         print(f"\ntraining mean over {len(train)} steps (sampled): " + ", ".join(
             f"{label} {np.mean([h[k] for h in train]):.3f}"

@@ -17,6 +17,15 @@ def wilson(p, n, z=1.96):
     return (max(0.0, (centre - half) / (1 + z * z / n)), min(1.0, (centre + half) / (1 + z * z / n)))
 
 
+def table_cell(label, value, n):
+    """A table's cell: a rate (its label says "rate") with its 95 % interval over n items, `p (lo-hi)`;
+    anything else to 3 decimals."""
+    if "rate" not in label:
+        return f"{value:.3f}"
+    low, high = wilson(value, n)
+    return f"{value:.3f} ({low:.2f}-{high:.2f})"
+
+
 def one_line(main):
     """main() with Ctrl-C (KeyboardInterrupt) and a failed read or write (OSError) as one line."""
     @functools.wraps(main)
