@@ -3,7 +3,8 @@ arXiv 2510.11062): agent- and turn-wise groups, filled by tree-structured sampli
 
 Tree sampling, for every environment e, turn t and agent a (in the workflow's order):
   1. sample K candidates from the one prompt that agent a sees at turn t,
-  2. score each candidate on its own copy of the environment (reward = local + alpha * team),
+  2. score each candidate on its own copy of the environment (reward = local + alpha * team;
+     with a team term shared by the turn's agents, the earlier agents get it once the turn is over),
   3. record the K as one group keyed (e, a, t): they share a prompt, so comparing them is fair,
   4. continue from the best candidate's copy (greedy argmax, ties to the lowest index);
      every branch shares that state from then on.
@@ -24,6 +25,7 @@ This module knows no environment and no model. An environment is any object with
     roles             the agents in the order they act in a turn, e.g. ("planner", "executor")
     turn              the turns completed so far (0 at the start)
     done              True once the episode is over
+    team_share        after a turn: the reward its earlier agents get on top of theirs (0: none)
     copy()            an independent copy (each candidate is scored on its own)
     messages(role)    the chat messages of the prompt the agent `role` sees now
     act(role, text)   play that agent's answer; returns its reward
@@ -39,7 +41,7 @@ import torch
 from mtgrpo import group_norm
 from sample import Sample
 
-ENVIRONMENT = ("roles", "turn", "done", "copy", "messages", "act")  # what an environment must have
+ENVIRONMENT = ("roles", "turn", "done", "team_share", "copy", "messages", "act")  # what an environment must have
 
 
 # ---------------------------------------------------------------- AT-GRPO: tree sampling
@@ -80,6 +82,7 @@ def tree_rollout(envs, env_ids, sampler, K):
     tree_step. Returns the groups and the final environments (each the chosen branch)."""
     envs, groups = list(envs), []
     while any(not e.done for e in envs):
+        turn = {}  # environment -> its groups of this turn
         for role in envs[0].roles:
             active = [i for i, e in enumerate(envs) if not e.done]
             if not active:
@@ -88,6 +91,10 @@ def tree_rollout(envs, env_ids, sampler, K):
             for j, i in enumerate(active):
                 group, envs[i] = tree_step(envs[i], env_ids[i], role, outs[j * K:(j + 1) * K])
                 groups.append(group)
+                turn.setdefault(i, []).append(group)
+        for i, played in turn.items():
+            for group in played[:-1]:  # one number for all K: their advantages and choice stay
+                group.rewards = [r + envs[i].team_share for r in group.rewards]
     return groups, envs
 
 
@@ -120,6 +127,7 @@ def parallel_rollout(envs, sampler):
     Returns each environment's list of Turns (its trajectory) and the final environments."""
     trajectories = [[] for _ in envs]
     while any(not e.done for e in envs):
+        played = {}  # environment -> its answers of this turn
         for role in envs[0].roles:
             active = [i for i, e in enumerate(envs) if not e.done]
             if not active:
@@ -128,6 +136,10 @@ def parallel_rollout(envs, sampler):
             for i, candidate in zip(active, outs):
                 turn = envs[i].turn + 1
                 trajectories[i].append(Turn(role, turn, candidate, envs[i].act(role, candidate[2])))
+                played.setdefault(i, []).append(trajectories[i][-1])
+        for i, answers in played.items():
+            for t in answers[:-1]:
+                t.reward += envs[i].team_share
     return trajectories, envs
 
 

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 import mtgrpo
+from env_two_roles import TEAM_TERMS
 from machinery import trackers
 from machinery.records import read_json
 
@@ -73,6 +74,8 @@ class Args:
     team_reward: str = flag("solver", "sokoban: team progress = drop in optimal moves left (solver) or in box-goal distance")
     team_alpha: float = flag(1.0, "sokoban, planpath: AT-GRPO's alpha, agent reward = local + alpha * team "
                                     "(not MT-GRPO's turn discount: --alpha)")
+    team_term: str = flag("own", "sokoban, planpath: the planner's team term from the copy its proposal was played "
+                                 "on (own) or the executor's on the real board, shared (the paper's code)")
     positions: bool = flag(False, "sokoban, planpath: a line of (row, column) coordinates under the board")
     single_agent: bool = flag(False, "sokoban, planpath: the executor alone (no planner), a baseline")
     eval_every: int = flag(10, "greedy evaluation on the test split every N steps (0: never)")
@@ -130,7 +133,7 @@ MAY_CHANGE = ("steps", "save_every", "eval_every", "eval_n", "device", "micro_ba
               "resume", "out", "overwrite", "report_to")
 # flags added after runs were saved without them: such a run ran with the default, which --resume
 # keeps (an identity flag among them may not change, as any other)
-NEWER = ("overwrite", "plain", "levels", "max_calls", "report_to", "run_name", "project")
+NEWER = ("overwrite", "plain", "levels", "max_calls", "report_to", "run_name", "project", "team_term")
 # flags of earlier versions that only chose how a step is computed: dropped from an older run's args.json
 REMOVED = ("hf_generate",)  # transformers' generate without the plain update; --plain now says it all
 
@@ -243,6 +246,10 @@ def parse_args(argv=None):
         p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
     if args.team_reward not in TEAM_REWARDS:
         p.error(f"--team-reward must be one of {', '.join(TEAM_REWARDS)}, not {args.team_reward!r}")
+    if args.team_term not in TEAM_TERMS:
+        p.error(f"--team-term must be one of {', '.join(TEAM_TERMS)}, not {args.team_term!r}")
+    if args.team_term != Args.team_term and (args.env == "search" or args.single_agent):
+        p.error("--team-term is the planner's: it needs --env sokoban or planpath with two roles (no --single-agent)")
     if args.levels not in LEVELS:
         p.error(f"--levels must be one of {', '.join(LEVELS)}, not {args.levels!r}")
     if args.levels == "public" and (args.env != "planpath" or (args.size, args.min_solution, args.max_solution) != (

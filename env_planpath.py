@@ -74,8 +74,9 @@ class PlanPathTask(TwoRoleTask):
 
     NOUN, RULES, FORMAT_PENALTY, DISTANCE = "grid", RULES, FORMAT_PENALTY, "distance"
 
-    def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, positions=True):
-        super().__init__(level, max_turns, alpha, planner, moves_per_turn, positions)
+    def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, positions=True,
+                 team_term="own"):
+        super().__init__(level, max_turns, alpha, planner, moves_per_turn, positions, team_term)
 
     @property
     def solved(self):
@@ -124,7 +125,7 @@ def make_tasks(seeds, args, levels=None):
     """One PlanPathTask per seed (or per level given), with the task's knobs."""
     levels = levels or [make_level(s, args) for s in seeds]
     return [PlanPathTask(level, args.max_turns, args.team_alpha, not args.single_agent, args.moves_per_turn,
-                         args.positions) for level in levels]
+                         args.positions, getattr(args, "team_term", "own")) for level in levels]
 
 
 # ---------------------------------------------------------------- command line

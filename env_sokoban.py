@@ -54,8 +54,8 @@ class SokobanTask(TwoRoleTask):
     NOUN, RULES, FORMAT_PENALTY, DISTANCE = "board", RULES, FORMAT_PENALTY, "box_distance"
 
     def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, team="solver",
-                 positions=False):
-        super().__init__(level, max_turns, alpha, planner, moves_per_turn, positions)
+                 positions=False, team_term="own"):
+        super().__init__(level, max_turns, alpha, planner, moves_per_turn, positions, team_term)
         self.team = team
 
     @property
@@ -97,4 +97,5 @@ def make_tasks(seeds, args, levels=None):
     turn, team reward)."""
     levels = levels or [make_level(s, args) for s in seeds]
     return [SokobanTask(level, args.max_turns, args.team_alpha, not args.single_agent,
-                        args.moves_per_turn, args.team_reward, args.positions) for level in levels]
+                        args.moves_per_turn, args.team_reward, args.positions, getattr(args, "team_term", "own"))
+            for level in levels]

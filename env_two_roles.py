@@ -3,7 +3,10 @@ Plan-Path (env_planpath.py) both play ("Stronger Together: On-Policy RL for Coll
 Zhao et al. 2025, arXiv 2510.11062). Each turn the planner proposes moves, which are tried on a
 copy of the board, and the executor, who sees the result, plays moves on the real board; with
 planner=False (the single-agent baseline) the executor plays alone. An agent's reward is
-local + alpha * team (the paper's).
+local + alpha * team (the paper's). Whose team term: team_term "own" (this project's default)
+measures the planner's on the copy its proposal was played on; "shared" (the paper's public code,
+PettingLLMs 2e3c5f2, agents/tool_agent.py and plan_agent.py `calculate_reward`) gives the planner
+the executor's, the real board's progress over the turn, once the turn is over (team_share).
 
 `TwoRoleTask` is the whole workflow: the turn order, the proposal on a copy, the execution on the
 real board, the prompts. A game subclasses it and says only what is its own (the hooks at the end
@@ -11,8 +14,8 @@ of the class): its rules, how its board is shown, how moves play and what they e
 reward, one line of progress. Read top to bottom: the answer format, reading the model's moves,
 then TwoRoleTask.
 
-TwoRoleTask has what atgrpo.py needs of an environment (roles, turn, done, copy(), messages(role),
-act(role, text)) and, for evaluation (evaluate_games.py), solved and restart().
+TwoRoleTask has what atgrpo.py needs of an environment (roles, turn, done, team_share, copy(),
+messages(role), act(role, text)) and, for evaluation (evaluate_games.py), solved and restart().
 """
 import copy
 import re
@@ -20,6 +23,7 @@ import re
 from sokoban import moves_in
 
 ROLES = ("planner", "executor")
+TEAM_TERMS = ("own", "shared")  # --team-term: the planner's team term from its own copy, or the executor's
 STOP_STRINGS = ["</answer>", "\n"]  # a turn ends at either: the answer is its first line, and
 # free text after it is neither generated nor trained (it was 85 % of the tokens: docs/sokoban.md)
 ANSWER_FORMAT = {1: "Answer with one move inside answer tags: U, D, L or R, for example <answer>L</answer>.",
@@ -57,7 +61,9 @@ class TwoRoleTask:
     answer counts up to moves_per_turn moves. The episode ends when the level is solved or after
     max_turns turns. act(role, text) returns that agent's reward, local + alpha * team, over the
     planner's copy (the real board is untouched) or the executor's real board. An answer without
-    readable moves gets FORMAT_PENALTY (team 0) and a note shown to the next role. All
+    readable moves gets FORMAT_PENALTY (team 0) and a note shown to the next role. With
+    team_term "shared" the planner's act returns its local reward only, and team_share holds the
+    executor's alpha * team of the turn just played, which atgrpo adds to the planner's. All
     attributes are immutable and messages(role) is a pure function of them, so copies give
     byte-identical prompts and acting on a copy never changes the original (tree sampling)."""
 
@@ -66,9 +72,12 @@ class TwoRoleTask:
     FORMAT_PENALTY = -2.0  # an answer with no readable moves
     DISTANCE = "distance"  # the log's name for distance_left()
 
-    def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, positions=False):
+    def __init__(self, level, max_turns=4, alpha=1.0, planner=True, moves_per_turn=1, positions=False,
+                 team_term="own"):
+        if team_term not in TEAM_TERMS:
+            raise ValueError(f"team_term must be one of {', '.join(TEAM_TERMS)}, not {team_term!r}")
         self.level = self.state = level
-        self.max_turns, self.alpha, self.planner = max_turns, alpha, planner
+        self.max_turns, self.alpha, self.planner, self.team_term = max_turns, alpha, planner, team_term
         self.moves_per_turn, self.positions = moves_per_turn, positions
         self.roles = ROLES if planner else ("executor",)
         self.turn = 0
@@ -76,6 +85,7 @@ class TwoRoleTask:
         self.answers = ()  # the executor's moves of each turn, "-" for an unreadable answer
         self.next_role = self.roles[0]
         self.observation = ""  # what the last act produced, shown to the next role
+        self.team_share = 0.0  # "shared": the executor's alpha * team of the last turn, the planner's too
 
     @property
     def done(self):
@@ -126,6 +136,8 @@ class TwoRoleTask:
         after, local, blocked, _ = self.play(moves)
         self.observation = (f"The planner proposes: {' '.join(moves)}\nPlayed on a copy of the {self.NOUN}, the "
                             f"proposal gives:\n{self.board(after)}\n{self.progress(self.state, after, blocked)}")
+        if self.team_term == "shared":
+            return local  # its team term comes when the turn is over (team_share)
         return local + self.alpha * self.team_reward(self.state, after)
 
     def _execute(self, moves):
@@ -142,7 +154,9 @@ class TwoRoleTask:
         self.answers += ("".join(moves) if moves else "-",)
         self.turn += 1
         self.next_role = self.roles[0]
-        return local + self.alpha * self.team_reward(before, self.state)
+        team = self.alpha * self.team_reward(before, self.state)
+        self.team_share = team if self.team_term == "shared" and self.planner else 0.0
+        return local + team
 
     # ------------------------------------------------ what each game says (env_sokoban.py, env_planpath.py)
     @property

@@ -75,6 +75,7 @@ class ShownAnother:
     roles = property(lambda self: self.real.roles)
     turn = property(lambda self: self.real.turn)
     done = property(lambda self: self.real.done)
+    team_share = property(lambda self: self.real.team_share)
 
     def messages(self, role):
         return self.shown.messages(role)

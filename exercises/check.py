@@ -571,6 +571,7 @@ class QuizLevel:
     """Question 3's environment for atgrpo.tree_rollout: two agents, three turns, reward = the
     number in the text; nothing else."""
     roles = ("planner", "executor")
+    team_share = 0.0  # no shared team term
 
     def __init__(self, turn=0):
         self.turn = turn

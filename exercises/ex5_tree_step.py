@@ -10,6 +10,12 @@ each other fairly. The episode then continues from the best candidate (greedy):
     key    = (e, a, t)                       t = env.turn + 1, the 1-based turn
     branch = copy_chosen                     the state every later turn starts from
 
+r_j is the agent's reward, local + alpha * team (env_two_roles.py). Here each role's team term
+comes from the state its own answer made; with --team-term shared, as in the paper's code
+(PettingLLMs 2e3c5f2, agents/tool_agent.py and plan_agent.py, calculate_reward), the planner's is
+the executor's, added once the turn is over: one number for all K, so the choice stays
+(docs/planpath.md, Rewards).
+
 The original environment is never acted on: stepping it would play a move that was never chosen.
 (The public code mixes them up: PettingLLMs, pettingllms/trainer/multi_agents_execution_engine.py
 at commit a054fb1, acts on the original envs at line 750 while the prompts and rewards read the

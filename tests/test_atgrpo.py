@@ -215,6 +215,7 @@ class Guess:
     """A toy two-agent environment, not Sokoban: each turn a "hinter" and then a "guesser" say a
     number; an answer scores minus its distance to the turn's target (3 then 7); two turns."""
     roles = ("hinter", "guesser")
+    team_share = 0.0
 
     def __init__(self):
         self.turn, self.next_role, self.said = 0, "hinter", []

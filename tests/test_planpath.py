@@ -55,6 +55,53 @@ def test_local_rewards_by_hand():
     assert after.pos == after.goal and played == 4 and reward == pytest.approx(5.46)
 
 
+def test_the_shared_team_term_waits_for_the_executor():
+    """--team-term shared (the paper's code): the planner's act earns its local reward alone, and
+    once the executor has played, team_share holds alpha * the real board's progress over the
+    turn, which atgrpo adds to the planner's reward. "own" scores the planner's team term on its copy."""
+    own, shared = pp.PlanPathTask(WALLED, alpha=0.5), pp.PlanPathTask(WALLED, alpha=0.5, team_term="shared")
+    assert own.act("planner", "<answer>D</answer>") == pytest.approx(0.99 + 0.5 * 1)  # local + alpha * its copy's
+    assert shared.act("planner", "<answer>D</answer>") == pytest.approx(0.99)  # local only, for now
+    # the executor plays R (blocked): its reward is the same in both forms, and the shared team term is 0
+    assert own.act("executor", "<answer>R</answer>") == shared.act("executor", "<answer>R</answer>") == \
+        pytest.approx(-0.10)
+    assert (own.team_share, shared.team_share) == (0.0, 0.0)
+    shared.act("planner", "<answer>L</answer>")  # a proposal that is blocked too ...
+    assert shared.act("executor", "<answer>D</answer>") == pytest.approx(0.99 + 0.5 * 1)
+    assert shared.team_share == pytest.approx(0.5 * 1)  # ... gets the executor's progress: 1 cell closer
+    solo = pp.PlanPathTask(WALLED, planner=False, team_term="shared")
+    solo.act("executor", "<answer>D</answer>")
+    assert solo.team_share == 0.0  # no planner, nobody to share with
+    with pytest.raises(ValueError, match="team_term must be one of own, shared"):
+        pp.PlanPathTask(WALLED, team_term="team")
+
+
+def test_the_shared_team_term_reaches_the_planners_groups():
+    """Through atgrpo: in the tree every planner candidate gets the turn's one team term (their
+    advantages and the chosen one stay); in the trajectories each planner answer gets its own
+    trajectory's. Scripted: the planner proposes D, R, U, L; the executor D, D, R, R."""
+    answers = {"planner": "DRUL", "executor": "DDRR"}
+
+    def script(role, message_lists):
+        return [([1], [2], f"<answer>{answers[role][k % 4]}</answer>") for k in range(len(message_lists))]
+
+    own = lambda e: pp.PlanPathTask(WALLED, max_turns=1)  # noqa: E731
+    shared = lambda e: pp.PlanPathTask(WALLED, max_turns=1, team_term="shared")  # noqa: E731
+    (g_own, x_own), _ = atgrpo.tree_rollout([own(0)], [0], script, 4)
+    (g_shared, x_shared), _ = atgrpo.tree_rollout([shared(0)], [0], script, 4)
+    # the planner's candidates on copies: D closer 0.99 (+1 own team), R, U, L blocked -0.10 (+0)
+    assert g_own.rewards == pytest.approx([1.99, -0.10, -0.10, -0.10])
+    # shared: local + the chosen executor's team term (D, 1 cell closer: 1)
+    assert g_shared.rewards == pytest.approx([0.99 + 1, -0.10 + 1, -0.10 + 1, -0.10 + 1])
+    assert x_own.rewards == x_shared.rewards and g_shared.chosen == g_own.chosen == 0
+    assert atgrpo.tree_advantages([g_shared])[0] == pytest.approx(atgrpo.tree_advantages(
+        [atgrpo.Group(None, None, [0.99, -0.10, -0.10, -0.10], 0)])[0])  # as the local rewards alone
+    trajectories, _ = atgrpo.parallel_rollout([shared(j) for j in range(4)], lambda role, m: script(role, m))
+    # trajectory k: the planner's k-th proposal, the executor's k-th move; D and D (1 closer), R and
+    # D (1 closer), U and R (blocked, 0), L and R (blocked, 0)
+    assert [t[0].reward for t in trajectories] == pytest.approx([0.99 + 1, -0.10 + 1, -0.10, -0.10])
+
+
 def test_the_optimal_bonus_counts_the_moves_of_earlier_turns():
     """The +0.5 is for reaching the goal in the shortest number of moves over the episode: four
     turns of one move each on WALLED get it at the last move; one blocked turn first does not."""

@@ -281,6 +281,7 @@ class Darts:
     """A toy two-agent environment: each turn an "aimer" then a "thrower" say a number; an answer
     scores minus its distance to the turn's target (3, then 7); two turns."""
     roles = ("aimer", "thrower")
+    team_share = 0.0  # no shared team term
 
     def __init__(self):
         self.turn, self.said = 0, []

@@ -36,7 +36,7 @@ SEARCH_METRICS = {"tool_execution": "tool_execution", "answer_in_results": "answ
 TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retriever_url", "corpus", "max_calls",
              "train_questions", "test_questions", "max_completion_length", "size", "boxes",
              "reverse_steps", "min_solution", "max_solution", "max_turns", "moves_per_turn", "team_reward",
-             "team_alpha", "single_agent", "positions", "levels")
+             "team_alpha", "team_term", "single_agent", "positions", "levels")
 
 
 def parse_args(argv):
