@@ -10,6 +10,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+import estimators
 import mtgrpo
 from env_two_roles import TEAM_TERMS
 from machinery import trackers
@@ -27,7 +28,9 @@ def flag(default, help):
 @dataclass
 class Args:
     env: str = flag("search", "search (MT-GRPO paper), sokoban or planpath (AT-GRPO paper)")
-    algo: str = flag("auto", "search: mt | mr | or (GRPO-OR); sokoban, planpath: at | grpo | gigpo; auto: mt or at")
+    algo: str = flag("auto", "the advantage estimator (estimators.py): search: " + " | ".join(estimators.names("search"))
+                     + "; sokoban, planpath: " + " | ".join(estimators.names("games")) + "; auto: "
+                     + " or ".join(estimators.DEFAULT.values()))
     policy: str = flag("shared", "sokoban, planpath: shared (one model) or per-role (one model per role)")
     model: str = flag(BUNDLED, "hub id, local folder, or the bundled offline model")
     steps: int = flag(30, "training steps (rollout batches)")
@@ -137,7 +140,7 @@ NEWER = ("overwrite", "plain", "levels", "max_calls", "report_to", "run_name", "
 # flags of earlier versions that only chose how a step is computed: dropped from an older run's args.json
 REMOVED = ("hf_generate",)  # transformers' generate without the plain update; --plain now says it all
 
-ALGOS = {"search": ("mt", "mr", "or"), "sokoban": ("at", "grpo", "gigpo"), "planpath": ("at", "grpo", "gigpo")}
+ALGOS = {env: estimators.names(env) for env in estimators.TASKS}  # --env -> its --algo choices
 # --env sokoban and --env planpath change these defaults: the setups of docs/results-sokoban.md
 # and docs/results-planpath.md
 SOKOBAN_DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_completion_length": 8,
@@ -234,7 +237,7 @@ def parse_args(argv=None):
         args.out, args.overwrite = args.resume, False
     if args.env not in ALGOS:
         p.error(f"--env must be one of {', '.join(ALGOS)}, not {args.env!r}")
-    args.algo = ALGOS[args.env][0] if args.algo == "auto" else args.algo
+    args.algo = estimators.DEFAULT[estimators.TASKS[args.env]] if args.algo == "auto" else args.algo
     if args.algo not in ALGOS[args.env]:
         p.error(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
     if args.prefill == "auto":

@@ -28,7 +28,7 @@ def episode_metrics(played, final):
     """Success rate, turns and moves played, the distance left (the game's DISTANCE: box-goal
     cells, or moves to the goal), and the mean reward of each role's played answers."""
     log = {"success": sum(t.solved for t in final) / len(final),
-           "turns": sum(t.turn for t in final) / len(final),
+           "turns": sum(t.turn for t in final) / len(final), "one_turn": sum(t.turn == 1 for t in final) / len(final),
            "moves": sum(t.moves for t in final) / len(final),
            final[0].DISTANCE: sum(t.distance_left() for t in final) / len(final)}
     for role in ROLES:

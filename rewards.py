@@ -227,9 +227,11 @@ def outcome_reward(completion, answers):
 
 
 def score_episodes(envs):
-    """Rewards of finished episodes (each with .completion, .answers and .max_turns K): R^T per
-    episode as a list of K - 1 turn rewards (turn_rewards; [R^T_1] for two turns), R^O per episode, and the mean of every component in reward units
-    and as a rate (`<name>_rate`: the fraction of its maximum), plus turn, outcome and total."""
+    """Rewards of finished episodes (each with .completion, .answers, .turns played and .max_turns K):
+    R^T per episode as a list of K - 1 turn rewards (turn_rewards; [R^T_1] for two turns), R^O per
+    episode, and the mean of every component in reward units and as a rate (`<name>_rate`: the
+    fraction of its maximum), plus turn, outcome and total, the turns played and the fraction of
+    episodes that stopped after one turn (one_turn: an agent that no longer calls the tool)."""
     comps = [reward_components(e.completion, e.answers) for e in envs]
     turn = [turn_rewards(e.completion, e.answers, e.max_turns) for e in envs]
     outcome = [outcome_reward(e.completion, e.answers) for e in envs]
@@ -237,6 +239,7 @@ def score_episodes(envs):
     means.update({f"{k}_rate": means[k] / top for k, top in MAXIMA.items()})
     means.update(turn_reward=sum(map(sum, turn)) / len(turn), outcome_reward=sum(outcome) / len(outcome))
     means["reward"] = means["turn_reward"] + means["outcome_reward"]
+    means.update(turns=sum(e.turns for e in envs) / len(envs), one_turn=sum(e.turns == 1 for e in envs) / len(envs))
     if any(e.max_turns > 2 for e in envs):  # K turns (train.py --max-calls): how often the model searched
         means["calls"] = sum(len(tool_exchanges(e.completion)) for e in envs) / len(envs)
     return turn, outcome, means

@@ -3,7 +3,9 @@
 environment tokens stay in attention with mask 0), and one advantage per token. Search episodes
 are made by policy.play_episodes, and train.search_step sets their mask and advantages from
 mtgrpo.token_advantages; AT-GRPO's are made whole by atgrpo.py. The loss (loss.py) reads them.
+`signal` measures what a step's samples can teach (train.py logs it).
 """
+from collections import Counter
 from dataclasses import dataclass
 
 
@@ -18,3 +20,17 @@ class Sample:
     role: str = ""  # which agent produced the sample (AT-GRPO per-role routing)
     group_name: str = ""  # names the group its advantage was normalised in ("group" in rollouts; tools/show.py)
     rewards: list = None  # the reward of each of its turns (tools/show.py)
+
+
+def signal(samples):
+    """The signal meter of a step's samples: how many groups; the fraction of them whose every
+    sample has advantage 0 on every trained token (equal rewards, or one sample: no gradient), and
+    of those with one sample; and the trained tokens of a turn, on average over (sample, turn)."""
+    silent, size, tokens = {}, Counter(), Counter()
+    for n, s in enumerate(samples):
+        silent[s.group_name] = silent.get(s.group_name, True) and not any(a for a, m in zip(s.adv, s.mask) if m)
+        size[s.group_name] += 1
+        tokens.update((n, t) for t, m in zip(s.turn, s.mask) if m)
+    return {"groups": len(silent), "zero_adv_groups": sum(silent.values()) / len(silent),
+            "singleton_groups": sum(c == 1 for c in size.values()) / len(size),
+            "tokens_per_turn": sum(tokens.values()) / max(1, len(tokens))}

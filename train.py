@@ -11,7 +11,7 @@ One training step, in order:
                  sokoban, planpath: AT-GRPO tree sampling, K candidates per (level, agent, turn)
   2. rewards     search: turn reward R^T and outcome reward R^O (rewards.py);
                  sokoban, planpath: each candidate scored on its own copy of the level (atgrpo.tree_step)
-  3. advantages  mtgrpo.turn_advantages (OR / MR / MT) or atgrpo.tree_samples
+  3. advantages  search: the --algo row of estimators.py (MT / MR / OR, field.py's); atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; fast/ by default)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint. Skip
@@ -29,6 +29,7 @@ import torch
 from tqdm import tqdm
 
 import atgrpo
+import estimators
 import env_planpath
 import env_search
 import env_sokoban
@@ -40,6 +41,7 @@ import rewards
 import retrieval
 from config import changed_flags, check_out, parse_args
 from loss import fill_logprobs, policy_update
+from sample import signal
 from policy import chat_sampler, check_context, fast_path, load_model, load_models, pick_device, play_episodes
 
 from machinery import checkpoint, micro_batch, trackers  # the run folder, --resume, trackers
@@ -77,13 +79,14 @@ def make_envs(questions, retriever, args, repeat=1):
 
 
 def search_step(models, tok, questions, retriever, args):
-    """MT-GRPO (or GRPO-OR / -MR) on G episodes per question: rollout, rewards, advantages."""
+    """MT-GRPO (or another --algo of search) on G episodes per question: rollout, rewards, advantages."""
     G = args.num_generations
     envs = make_envs(questions, retriever, args, repeat=G)
     samples, n_generated = play_episodes(models["policy"], tok, envs, args, env_search.STOP_STRINGS)
     turn_r, outcome_r, log = rewards.score_episodes(envs)
-    adv = mtgrpo.turn_advantages(torch.tensor(turn_r).view(-1, G, args.max_calls), torch.tensor(outcome_r).view(-1, G),
-                                 args.algo, args.alpha, args.scale_rewards).view(len(envs), -1)
+    R_T, R_O = torch.tensor(turn_r).view(-1, G, args.max_calls), torch.tensor(outcome_r).view(-1, G)
+    turns = torch.tensor([e.turns for e in envs]).view(-1, G)  # an episode may answer before turn K
+    adv = estimators.BY_NAME[args.algo].fn(R_T, R_O, turns, args.alpha, args.scale_rewards).view(len(envs), -1)
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
         s.adv, s.mask = mtgrpo.token_advantages(s.turn, adv[i].tolist())
         s.group_name, s.rewards = f"question {i // G + 1}: {envs[i].question}", turn_r[i] + [outcome_r[i]]
@@ -137,7 +140,6 @@ def routed(samples, name):
 
 
 # ---------------------------------------------------------------- the loop
-NAMES = {"mt": "MT-GRPO", "mr": "GRPO-MR", "or": "GRPO-OR", "at": "AT-GRPO", "grpo": "GRPO", "gigpo": "GiGPO"}
 # what the tables show: rates are fractions of the maximum; rewards are in reward units
 TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
                     ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),
@@ -203,7 +205,7 @@ def train(args):
         watch.send(line)
 
     bar = tqdm(initial=start, total=args.steps, unit="step")
-    phase = lambda step, what: bar.set_description(f"{NAMES[args.algo]} step {step}: {what}")  # noqa: E731
+    phase = lambda step, what: bar.set_description(f"{estimators.label(args.algo)} step {step}: {what}")  # noqa: E731
 
     def run_eval(step):
         phase(step, "evaluate")
@@ -243,7 +245,7 @@ def train(args):
 
 
 # ================================================================ support: skip on first reading
-# evaluation, the signal meter, the context check, the summary table
+# evaluation, the context check, the summary table
 def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate", keep=None):
     """Mean metrics of one episode per test question (or level), greedy by default, `chunk` at a time (default:
     a training step's episodes); search also gives exact_match_each, 0/1 per question, and its episodes in `keep`."""
@@ -260,15 +262,6 @@ def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, des
     if keep is not None:  # the episodes themselves, for the caller
         keep.extend(envs)
     return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for tools/compare.py's intervals
-
-
-def signal(samples):
-    """The signal meter: how many groups the step had, and the fraction of them whose every
-    sample has advantage 0 on every trained token (equal rewards, or one sample: no gradient)."""
-    silent = {}
-    for s in samples:
-        silent[s.group_name] = silent.get(s.group_name, True) and not any(a for a, m in zip(s.adv, s.mask) if m)
-    return {"groups": len(silent), "zero_adv_groups": sum(silent.values()) / len(silent)}
 
 
 def check_prompts(model, tok, data, pool, test, args):

@@ -87,12 +87,13 @@ def advantage_of_turn(row):
     return dict(sorted((t, a) for a, m, t in zip(row["adv"], row["mask"], row["turn"]) if m and t > 0))
 
 
-def reward_labels(row, env, algo):
+def reward_labels(row, env):
     """Search: rewards[k] belongs to turn k, the last one is the outcome reward R^O.
     Sokoban: AT-GRPO's one reward belongs to the turn the sample's tokens were generated at;
-    the GRPO baseline gives every sample of a trajectory that trajectory's return."""
+    the GRPO baseline and GiGPO give every sample of a trajectory that trajectory's return (their
+    groups are named "trajectories of level ...", atgrpo.trajectory_samples)."""
     turns = sorted(advantage_of_turn(row)) or [1]
-    if algo in ("grpo", "gigpo"):
+    if row["group"].startswith("trajectories of"):
         return ["trajectory return"]
     if len(row["rewards"]) == 1:
         return [f"turn {turns[0]}"]
@@ -101,13 +102,13 @@ def reward_labels(row, env, algo):
 
 
 # ---------------------------------------------------------------- one group as a table
-def group_table(rows, env, algo, prompt_end=300):
+def group_table(rows, env, prompt_end=300):
     """(columns, data) of one group for a tracker's table (machinery/trackers.py): a row per
     rollout with the last prompt_end characters of its prompt, each turn's text (the
     environment's reply after it, marked), then its rewards and its advantage per turn as numbers
     (a column each, which a tracker can sort; None where a rollout has no such turn)."""
     turns = max((t for r in rows for t in r["turn"]), default=0)
-    labels = list(dict.fromkeys(l for r in rows for l in reward_labels(r, env, algo)))
+    labels = list(dict.fromkeys(l for r in rows for l in reward_labels(r, env)))
     columns = (["rollout", "prompt (end)"] + [f"turn {k}" for k in range(1, turns + 1)]
                + [f"reward: {l}" for l in labels] + [f"advantage: turn {k}" for k in range(1, turns + 1)])
     data = []
@@ -119,7 +120,7 @@ def group_table(rows, env, algo, prompt_end=300):
                 texts[t], last = texts[t] + text, t
             elif kind == "environment":  # the reply to the turn before it
                 texts[last] += " [environment] " + text.strip()
-        rewards = dict(zip(reward_labels(row, env, algo), row["rewards"]))
+        rewards = dict(zip(reward_labels(row, env), row["rewards"]))
         advs = advantage_of_turn(row)
         data.append([k, "".join(prompt_of(row))[-prompt_end:], *texts.values(),
                      *(rewards.get(l) for l in labels), *(advs.get(t) for t in range(1, turns + 1))])

@@ -165,18 +165,18 @@ def test_search_turn_one_advantages_by_hand():
     # G = 3: R^T_1 = [0.7, 0, 0], R^O = [1.9, 1.9, 0]. norm(R^O): mean 1.2667, std 1.0970 ->
     # [0.5773, 0.5773, -1.1547]; norm(R^T): [1.1547, -0.5773, -0.5773]; MT A_1 is their sum,
     # MR normalises R^T + R^O = [2.6, 1.9, 0]: mean 1.5, std 1.3454 -> [0.8176, 0.2973, -1.1149]
-    adv = credit.search_advantages([0.7, 0, 0], [1.9, 1.9, 0])
+    adv = credit.search_advantages([0.7, 0, 0], [1.9, 1.9, 0], [2, 2, 2])
     assert adv["or"] == pytest.approx([0.5773, 0.5773, -1.1547], abs=1e-3)
     assert adv["mt"] == pytest.approx([1.7320, 0.0, -1.7320], abs=1e-3)  # not A_2 = norm(R^O)
     assert adv["mr"] == pytest.approx([0.8176, 0.2973, -1.1149], abs=1e-3)
-    assert credit.search_advantages([0, 0], [1, 1])["mt"] == [0, 0]  # equal rewards: no credit
+    assert credit.search_advantages([0, 0], [1, 1], [2, 2])["mt"] == [0, 0]  # equal rewards: no credit
 
 
 def test_search_answer_turn_advantages_by_hand():
     # the same episodes, turn 2 (the answer): GRPO-OR and MT-GRPO give norm(R^O), the same numbers
     # by construction; GRPO-MR gives the answer the query's norm(R^T + R^O), which rewards the
     # answer of episode 2 (R^O = 1.9, like episode 1's) less than episode 1's for its query's R^T
-    adv = credit.search_advantages([0.7, 0, 0], [1.9, 1.9, 0], turn=2)
+    adv = credit.search_advantages([0.7, 0, 0], [1.9, 1.9, 0], [2, 2, 2], turn=2)
     assert adv["or"] == pytest.approx([0.5773, 0.5773, -1.1547], abs=1e-3)
     assert adv["mt"] == adv["or"]
     assert adv["mr"] == pytest.approx([0.8176, 0.2973, -1.1149], abs=1e-3)
@@ -196,7 +196,7 @@ def test_search_tables_put_both_turns_side_by_side():
     rng, records = random.Random(0), []
     for qi in range(4):
         turn_r, outcome_r = [rng.choice([0.0, 0.7]) for _ in range(4)], [rng.choice([0.0, 1.9]) for _ in range(4)]
-        a1, a2 = (credit.search_advantages(turn_r, outcome_r, turn=k) for k in (1, 2))
+        a1, a2 = (credit.search_advantages(turn_r, outcome_r, [2] * 4, turn=k) for k in (1, 2))
         for i in range(4):
             v = [rng.random(), rng.random()]
             records.append({"state": f"question {qi}", "cluster": qi, "turn": 1, "adv": {e: a1[e][i] for e in a1},
@@ -301,7 +301,7 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
         records = credit.search_records(model, tok, qs, capitals, args, G=3, M=4, chunk=5, bar=bar)
     first = [r for r in records if r["turn"] == 1]
     assert len(first) == 6 and {r["cluster"] for r in records} == {0, 1}
-    assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == {"or", "mr", "mt", "mt_half"} for r in records)
+    assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == set(credit.ESTIMATORS["search"]) for r in records)
     answers = [r for r in records if r["turn"] == 2]
     assert answers and len(answers) <= 6 and all(r["adv"]["mt"] == r["adv"]["or"] for r in answers)
     for r in answers:  # V(s_2): the M continuations' R^O, which are the query's Q^ of R^O
@@ -313,7 +313,7 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
         if len(mine) == 3:
             outcome = [r["q"]["outcome"][0] for r in mine]
             turn = [q["q"]["return"][0] - q["q"]["outcome"][0] for q in group]
-            want = credit.search_advantages(turn, outcome, turn=2)
+            want = credit.search_advantages(turn, outcome, [2] * 3, turn=2)
             for i, r in enumerate(mine):  # R^T_1 comes back from a difference of means: equal up to rounding
                 assert r["adv"] == {e: pytest.approx(want[e][i], abs=1e-9) for e in want}
     # the rewards differed, R^T_1 too (some queries called the tool): A_2 is not A_1, the check above meant something
@@ -798,11 +798,22 @@ def test_a_continuation_is_scored_with_the_rest_of_its_group_as_it_is():
     o = -0.75 / (np.std([0, 1.5], ddof=1) + 1e-4)
     t2 = -0.35 / (np.std([0, 0.7], ddof=1) + 1e-4)
     mr = -1.1 / (np.std([0.2, 2.4], ddof=1) + 1e-4)
-    adv, terms = credit_bias.a_2([[0.2, 0.7], [0.2, 0.7]], [1.5, 1.5], 0, [0.2, 0.0], 0.0, 1.0, "group")
-    assert adv == pytest.approx({"or": o, "mr": mr, "mt": t2 + o, "mt_half": t2 + o / 2})
+    # the field's: the continuation answered at turn 2 (2 turns), row 1 played 3. Per-turn LOO at turn
+    # 2: both played it, episode rewards 0.2 and 2.4. Kevin: returns (gamma 0.4) row 0 [0.2, 0.0],
+    # row 1 [0.2 + 0.4 * 1.3, 0.7 + 0.4 * 1.5, 1.5], normalised over all five (population std)
+    pool = [0.2, 0.0, 0.72, 1.3, 1.5]
+    kevin = (0.0 - np.mean(pool)) / (np.std(pool) + 1e-8)
+    adv, terms = credit_bias.a_2([[0.2, 0.7], [0.2, 0.7]], [1.5, 1.5], [3, 3], 0, [0.2, 0.0], 0.0, 2, 1.0, "group")
+    want = {"or": o, "mr": mr, "mt": t2 + o, "mt_half": t2 + o / 2, "loo": 2 * mr,  # -2.2 / the same std
+            "kevin": kevin}
+    assert set(adv) == set(credit.ESTIMATORS["search"]) and {e: adv[e] for e in want if e in adv} == pytest.approx(
+        {e: v for e, v in want.items() if e in adv})
     assert terms == pytest.approx({"norm(R^T_2)": t2, "norm(R^O)": o})
-    same, _ = credit_bias.a_2([[0.2, 0.7], [0.2, 0.7]], [1.5, 1.5], 0, [0.2, 0.7], 1.5, 1.0, "group")
-    assert same == {"or": 0.0, "mr": 0.0, "mt": 0.0, "mt_half": 0.0}  # the same rewards as the row it replaced
+    same, _ = credit_bias.a_2([[0.2, 0.7], [0.2, 0.7]], [1.5, 1.5], [3, 3], 0, [0.2, 0.7], 1.5, 3, 1.0, "group")
+    # the same rewards as the row it replaced: no group-relative credit; Kevin's still ranks the turns
+    want = {"or": 0.0, "mr": 0.0, "mt": 0.0, "mt_half": 0.0, "loo": 0.0,
+            "kevin": (1.3 - np.mean([0.72, 1.3, 1.5])) / (np.std([0.72, 1.3, 1.5]) + 1e-8)}
+    assert {e: same[e] for e in want if e in same} == pytest.approx({e: v for e, v in want.items() if e in same})
 
 
 def test_the_gap_inside_a_state_by_hand():

@@ -127,7 +127,7 @@ def test_a_group_as_a_table_with_each_turn_rewards_and_advantages():
     toks = ["sys ", "Q?", "<search>x</search>", "\n<result>doc</result>\n", "<answer>y</answer>"]
     row = {"group": "g", "role": "", "rewards": [0.7, 1.5], "tokens": toks, "mask": [0, 0, 1, 0, 1],
            "adv": [0, 0, 0.25, 0, -0.5], "turn": [0, 0, 1, 0, 2]}
-    columns, data = rollout_files.group_table([row], "search", "mt", prompt_end=3)
+    columns, data = rollout_files.group_table([row], "search", prompt_end=3)
     assert columns == ["rollout", "prompt (end)", "turn 1", "turn 2", "reward: turn 1", "reward: turn 2 (outcome)",
                        "advantage: turn 1", "advantage: turn 2"]
     assert data == [[0, " Q?", "<search>x</search> [environment] <result>doc</result>", "<answer>y</answer>",

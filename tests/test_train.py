@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM
 
 from machinery import checkpoint
 import env_search
+import estimators
 import mtgrpo
 import policy
 import retrieval
@@ -243,7 +244,7 @@ def test_the_kill_resume_script_refuses_a_run_that_did_not_train():
 def test_clear_errors_for_bad_flags(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.parse_args(["--algo", "ppo"])
-    assert "--algo must be one of mt, mr, or with --env search" in capsys.readouterr().err
+    assert f"--algo must be one of {', '.join(estimators.names('search'))} with --env search" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.parse_args(["--policy", "per-role"])
     assert "per-role with --env sokoban" in capsys.readouterr().err
@@ -507,11 +508,16 @@ def test_the_signal_meter_counts_groups_without_gradient():
     equal = mtgrpo.group_norm(torch.tensor([[0.5, 0.5, 0.5]]))[0].tolist()
     single = mtgrpo.group_norm(torch.tensor([[0.9]]))[0].tolist()
     differ = mtgrpo.group_norm(torch.tensor([[1.0, 0.0]]))[0].tolist()
-    make = lambda group, a, prompt_adv=0.0: Sample(ids=[1, 2, 3], mask=[0, 1, 1], adv=[prompt_adv, a, a], group_name=group)  # noqa: E731
+    make = lambda group, a, prompt_adv=0.0, turn=(0, 1, 1): Sample(  # noqa: E731
+        ids=[1, 2, 3], mask=[0, 1, 1], adv=[prompt_adv, a, a], turn=list(turn), group_name=group)
     samples = [make("equal", a, prompt_adv=7.0) for a in equal] + [make("single", a) for a in single] + \
         [make("differ", a) for a in differ]
-    assert train.signal(samples) == {"groups": 3, "zero_adv_groups": pytest.approx(2 / 3)}
-    assert train.signal([make("differ", a) for a in differ]) == {"groups": 1, "zero_adv_groups": 0.0}
+    # 3 groups, 2 silent, 1 of one sample; every sample trains 2 tokens of turn 1
+    assert train.signal(samples) == {"groups": 3, "zero_adv_groups": pytest.approx(2 / 3),
+                                     "singleton_groups": pytest.approx(1 / 3), "tokens_per_turn": 2.0}
+    # two turns of one token each: 1 token a turn
+    assert train.signal([make("differ", a, turn=(0, 1, 2)) for a in differ]) == {
+        "groups": 1, "zero_adv_groups": 0.0, "singleton_groups": 0.0, "tokens_per_turn": 1.0}
 
 
 def test_plain_runs_the_same_step_the_plain_way(tiny_model_dir, monkeypatch, generate_sampler):

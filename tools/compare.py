@@ -33,18 +33,19 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/compare.py
 
 import config
+import estimators
 import train
 from machinery.cli import one_line
 from machinery.records import read_json, read_jsonl
 from tools import output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # train.py is there
-NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "at": "AT-GRPO", "grpo": "GRPO",
-         "grpo-solo": "GRPO one agent", "at-roles": "AT-GRPO per-role"}
 # runs that are an algorithm with flags of their own: the paper's single-agent baseline and per-role policies
 VARIANTS = {"grpo-solo": ("grpo", ["--single-agent"]), "at-roles": ("at", ["--policy", "per-role"])}
-ORDER = {"search": ("or", "mr", "mt"), "sokoban": ("grpo", "at"),  # baselines first
-         "planpath": ("grpo-solo", "grpo", "at", "at-roles")}
+NAMES = {e.name: e.label for e in estimators.TABLE} | {"grpo-solo": "GRPO one agent", "at-roles": "AT-GRPO per-role"}
+# each paper's estimators, baselines first (the table's order); Plan-Path adds the paper's two variants
+ORDER = {"search": estimators.names("search", paper="MT-GRPO"), "sokoban": estimators.names("games", paper="AT-GRPO")}
+ORDER["planpath"] = ("grpo-solo", *ORDER["sokoban"], "at-roles")
 PLOT = {"search": ["tool_execution_rate", "exact_match_rate", "reward"],
         "sokoban": ["success", "best_constant_success", "board_ablation_success"]}
 PLOT["planpath"] = PLOT["sokoban"]
@@ -391,15 +392,17 @@ def main(argv=None):
         "OMP_NUM_THREADS = cores // jobs, and its output goes only to OUT/ALGO.out"))
     p.add_argument("--report-only", action="store_true", help="run nothing; report on the run folders as they are")
     p.add_argument("--seeds", type=int, nargs="+", default=[], help="one run per seed: OUT/ALGO-sSEED")
-    p.add_argument("--algos", nargs="+", help="only these algorithms (default: all of the paper's)")
+    p.add_argument("--algos", nargs="+", help="only these algorithms (default: all of the paper's; any --algo "
+                   "of the env, estimators.py)")
     p.add_argument("--restart", action="store_true", help="start over a run folder that has a log but no "
                    "checkpoint to resume from (its log and rollouts are deleted); without it such a folder is kept")
     args, extra = p.parse_known_args(argv[:len(argv) - len(flags) - ("--" in argv)])
     if extra:
         p.error(f"unrecognized arguments: {' '.join(extra)} (train.py's flags go after --)")
-    algos = args.algos or ORDER[args.env]
-    if set(algos) - set(ORDER[args.env]):
-        p.error(f"--algos: choose from {' '.join(ORDER[args.env])} for --env {args.env}")
+    algos, allowed = args.algos or ORDER[args.env], (*ORDER[args.env], *(
+        a for a in estimators.names(args.env) if a not in ORDER[args.env]))  # the field's too, when named
+    if set(algos) - set(allowed):
+        p.error(f"--algos: choose from {' '.join(allowed)} for --env {args.env}")
     if args.report_only and not any(os.path.exists(os.path.join(r, "log.jsonl")) for a in algos
                                     for r in run_folders(args.out, a, args.seeds).values()):
         raise SystemExit(f"{args.out}: no run logs of {', '.join(algos)} there; give the --out of an earlier "

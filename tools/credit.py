@@ -16,7 +16,8 @@ alone was given at s (a trajectory's later answer: the continuations of the answ
 
 Each estimator gives the advantage its training gives, on the samples its own rollout makes, at
 the same budget (K or G samples per group):
-  search, turn 1 (the query)  GRPO-OR, GRPO-MR and MT-GRPO on the same G episodes (mtgrpo.py)
+  search, turn 1 (the query)  every search row of estimators.py (GRPO-OR, GRPO-MR, MT-GRPO, the
+                              field's) on the same G episodes
   search, turn 2 (the answer) the same episodes' A_2; Q is the episode's own R^O, V the mean R^O
                               of the M answers sampled after the same tool result
   planpath, sokoban           GRPO and GiGPO on the same K trajectories per level
@@ -52,7 +53,7 @@ from tqdm import tqdm
 import atgrpo
 import env_search
 import env_two_roles
-import mtgrpo
+import estimators
 import rewards
 import train
 from machinery.cli import one_line
@@ -60,10 +61,10 @@ from machinery import precision
 from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
 from tools import credit_gradient, output
 
-NAMES = {"or": "GRPO-OR", "mr": "GRPO-MR", "mt": "MT-GRPO", "mt_half": "MT-GRPO α=0.5", "grpo": "GRPO (trajectories)",
-         "gigpo": "GiGPO", "at": "AT-GRPO (tree)"}
 GAMES = ("planpath", "sokoban")  # AT-GRPO's two games: the same estimators, targets and subsets
-ESTIMATORS = {"search": ("or", "mr", "mt", "mt_half")} | {g: ("grpo", "gigpo", "at") for g in GAMES}
+# every estimator of estimators.py's table, in its order; the AT-GRPO paper's two named by their rollout
+ESTIMATORS = {env: estimators.names(env, trainable=False) for env in ("search", *GAMES)}
+NAMES = {e.name: e.label + (f" ({e.scheme})" if e.paper == "AT-GRPO" else "") for e in estimators.TABLE}
 TARGETS = {"search": ("return", "outcome")} | {g: ("return", "success") for g in GAMES}
 # the pre-registered comparisons: (estimator, baseline), Pearson difference with its interval
 DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr"), ("mt_half", "mt"))} | {
@@ -148,13 +149,12 @@ def tree_records(make_env, level_ids, sampler, K, M, scale, chunk, bar):
     return records
 
 
-def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar, omega=1.0, gamma=0.95):
-    """GRPO and GiGPO on the same K trajectories per level: every answer with both advantages and
-    its Q^. V^ of the state of a later answer comes free: the continuations of the answer before
+def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar):
+    """GRPO and GiGPO (estimators.py's trajectory rows) on the same K trajectories per level: every
+    answer with their advantages and its Q^. V^ of the state of a later answer comes free: the continuations of the answer before
     it start there (their return less that answer's reward); the K first answers share the start."""
     trajectories, _ = atgrpo.parallel_rollout([make_env(e) for e in level_ids for _ in range(K)], sampler)
-    grpo = atgrpo.episode_advantages(trajectories, K, scale)[1]
-    gigpo = atgrpo.gigpo_advantages(trajectories, K, omega, gamma, scale)
+    adv = {e.name: e.fn(trajectories, K, scale) for e in estimators.TABLE if e.scheme == "trajectories"}
     # GiGPO's anchor groups (atgrpo.gigpo_advantages): (level, prompt ids) -> answers given there
     anchor = collections.Counter((j // K, tuple(t.candidate[0])) for j, tr in enumerate(trajectories) for t in tr)
     after, records = [], []
@@ -166,7 +166,7 @@ def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar, om
             records.append({"scheme": "trajectories", "state": f"level {level_ids[j // K]} " +
                             ("start" if n == 0 else f"trajectory {j % K} answer {n}"), "cluster": j // K,
                             "turn": t.turn, "role": t.role, "answer": t.candidate[2],
-                            "adv": {"grpo": grpo[j], "gigpo": gigpo[j][n]},
+                            "adv": {e: a[j][n] for e, a in adv.items()},
                             "anchor": anchor[j // K, tuple(t.candidate[0])], "_ids": t.candidate[:2]})
     for i, q in enumerate(continue_each(after, sampler, M, chunk, bar)):
         records[i]["q"] = q
@@ -185,17 +185,17 @@ def game_records(make_env, level_ids, sampler, K, M, scale, chunk=64, desc="cont
 
 
 # ---------------------------------------------------------------- search: every turn
-def search_advantages(turn_r, outcome_r, alpha=1.0, scale="group", turn=1):
-    """{or, mr, mt, mt_half}: each estimator's advantage A_turn of G episodes of one question
-    (mtgrpo.turn_advantages; turn_r: G lists of K - 1 turn rewards): turn 1 is the first query,
-    turn K the last. mt is MT-GRPO at the run's --alpha, mt_half at alpha 0.5. For K = 2, MT-GRPO's
-    A_2 = norm(R^O) is GRPO-OR's advantage by construction; GRPO-MR gives the answer the same
-    norm(sum R^T + R^O) as the query."""
+def search_advantages(turn_r, outcome_r, turns, alpha=1.0, scale="group", turn=1):
+    """{name: A_turn of each of the G episodes of one question} for every search row of
+    estimators.py (turn_r: G lists of K - 1 turn rewards; turns: the turns each played): turn 1 is
+    the first query, turn K the last. mt is MT-GRPO at the run's --alpha, mt_half at alpha 0.5. For
+    K = 2, MT-GRPO's A_2 = norm(R^O) is GRPO-OR's advantage by construction; GRPO-MR gives the
+    answer the same norm(sum R^T + R^O) as the query."""
     G = len(outcome_r)
     R_T = torch.tensor(turn_r, dtype=torch.float64).view(1, G, -1)
     R_O = torch.tensor(outcome_r, dtype=torch.float64).view(1, G)
-    pick = lambda algo, a: mtgrpo.turn_advantages(R_T, R_O, algo, a, scale)[0, :, turn - 1].tolist()  # noqa: E731
-    return {"or": pick("or", alpha), "mr": pick("mr", alpha), "mt": pick("mt", alpha), "mt_half": pick("mt", 0.5)}
+    T = torch.tensor(turns).view(1, G)
+    return {e: estimators.BY_NAME[e].fn(R_T, R_O, T, alpha, scale)[0, :, turn - 1].tolist() for e in ESTIMATORS["search"]}
 
 
 def replay_prefix(prefixes, generate):
@@ -231,7 +231,8 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
         envs = train.make_envs([question], retriever, args, repeat=G)
         samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS, generate=generate)
         turn_r, outcome_r, _ = rewards.score_episodes(envs)
-        adv = {k: search_advantages(turn_r, outcome_r, args.alpha, args.scale_rewards, k) for k in range(1, K + 1)}
+        turns_played = [e.turns for e in envs]
+        adv = {k: search_advantages(turn_r, outcome_r, turns_played, args.alpha, args.scale_rewards, k) for k in range(1, K + 1)}
         turns = [[[x for x, t in zip(s.ids, s.turn) if t == k] for k in range(1, e.turns + 1)] for s, e in zip(samples, envs)]
         bar.update(G)
         runs = {}  # (episode, k) -> [(turn rewards, R^O)] of its continuations

@@ -31,6 +31,7 @@ units), the mean gaps, and the same split into terms; 95 % intervals over questi
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -42,6 +43,7 @@ import torch
 from tqdm import tqdm
 
 import env_search
+import estimators
 import mtgrpo
 import rewards
 import train
@@ -123,7 +125,8 @@ def call_bias(records, bootstrap=1000, seed=0):
                 adv = np.array([records[i]["adv"][e] for i in rows])
                 out[target][e] = with_draws([bonus(adv, a_star, calls, w) for w in draws])
     a_star = true_advantages(records, "return")[0][rows]
-    if len(set(turn)) > 1 and all("mt_half" in records[i]["adv"] for i in rows):
+    held = [e for e in ESTIMATORS["search"] if all(e in records[i]["adv"] for i in rows)]  # an older file: fewer
+    if len(set(turn)) > 1 and "mt_half" in held:
         second = turn == 2
         value = np.array([np.mean(records[i]["v"]["return"]) if "v" in records[i] else 0.0 for i in rows])
         effects = [(of == q).astype(float) for q in range(1, len(clusters))]
@@ -136,22 +139,22 @@ def call_bias(records, bootstrap=1000, seed=0):
             cols = [x[keep] for x in extra]
             out["specifications"][name] = {e: with_draws([bonus(np.array([records[i]["adv"][e] for i in rows])[keep],
                                                                a_star[keep], calls[keep], w[keep], cols) for w in draws])
-                                           for e in ESTIMATORS["search"]}
+                                           for e in held}
         out["mt_terms"] = {t: with_draws([bonus(v, a_star, calls, w) for w in draws]) for t, v in terms(records, rows).items()}
     return out
 
 
 # ---------------------------------------------------------------- inside a state
-def a_2(turn_r, outcome_r, i, t, o, alpha, scale):
-    """Each estimator's A_2 of row i with its rewards replaced by (t, o), the group's other rows as
-    they are; and MT-GRPO's terms norm(R^T_2) and norm(R^O) of that row."""
-    turn_r = [list(r) for r in turn_r]
-    outcome_r = list(outcome_r)
-    turn_r[i], outcome_r[i] = list(t), o
+def a_2(turn_r, outcome_r, turns, i, t, o, played, alpha, scale):
+    """Each estimator's A_2 (estimators.py's search rows) of row i with its rewards replaced by
+    (t, o) and its turns by `played`, the group's other rows as they are; and MT-GRPO's terms
+    norm(R^T_2) and norm(R^O) of that row."""
+    turn_r, outcome_r, turns = [list(r) for r in turn_r], list(outcome_r), list(turns)
+    turn_r[i], outcome_r[i], turns[i] = list(t), o, played
     R_T = torch.tensor(turn_r, dtype=torch.float64)[None]
     R_O = torch.tensor(outcome_r, dtype=torch.float64)[None]
-    adv = {e: mtgrpo.turn_advantages(R_T, R_O, algo, a, scale)[0, i, 1].item()
-           for e, algo, a in (("or", "or", alpha), ("mr", "mr", alpha), ("mt", "mt", alpha), ("mt_half", "mt", 0.5))}
+    T = torch.tensor(turns)[None]
+    adv = {e: estimators.BY_NAME[e].fn(R_T, R_O, T, alpha, scale)[0, i, 1].item() for e in ESTIMATORS["search"]}
     norm = lambda x: mtgrpo.group_norm(x, scale)[0, i].item()  # noqa: E731
     return adv, {"norm(R^T_2)": norm(R_T[..., 1]), "norm(R^O)": norm(R_O)}
 
@@ -179,15 +182,21 @@ def state_records(model, tok, questions, retriever, args, G, per_kind, most, epi
                 envs2 = train.make_envs([question], retriever, args, repeat=n)
                 played, _ = play_episodes(model, tok, envs2, args, env_search.STOP_STRINGS,
                                           generate=replay_prefix([[first]] * n, generate))
-                for p, t, o in zip(played, *rewards.score_episodes(envs2)[:2]):
+                for p, e2, t, o in zip(played, envs2, *rewards.score_episodes(envs2)[:2]):
                     second = [x for x, k in zip(p.ids, p.turn) if k == 2]
-                    adv, parts = a_2(turn_r, outcome_r, i, t, o, args.alpha, args.scale_rewards)
+                    adv, parts = a_2(turn_r, outcome_r, [e.turns for e in envs], i, t, o, e2.turns, args.alpha,
+                                     args.scale_rewards)
                     conts.append({"kind": kind_of(args.prefill + tok.decode(second, skip_special_tokens=True), 2, K),
                                   "return": sum(t[1:]) + o, "adv": adv, "terms": parts})
                 bar.update(n)
             records.append({"cluster": qi, "state": f"question {qi}, episode {i}, after the tool result",
                             "continuations": conts})
     return records
+
+
+def held(records):
+    """The estimators every continuation holds (a file measured with an older table holds fewer)."""
+    return [e for e in ESTIMATORS["search"] if all(e in c["adv"] for r in records for c in r["continuations"])]
 
 
 def state_gaps(records):
@@ -201,7 +210,7 @@ def state_gaps(records):
         mean = lambda f, k: float(np.mean([f(c) for c in kinds[k]]))  # noqa: E731
         gap = lambda f: mean(f, "call") - mean(f, "answer")  # noqa: E731
         gaps.append({"cluster": r["cluster"], "q": gap(lambda c: c["return"]),
-                     "adv": {e: gap(lambda c, e=e: c["adv"][e]) for e in ESTIMATORS["search"]},
+                     "adv": {e: gap(lambda c, e=e: c["adv"][e]) for e in held(records)},
                      "terms": {t: gap(lambda c, t=t: c["terms"][t]) for t in ("norm(R^T_2)", "norm(R^O)")}})
     return gaps
 
@@ -218,7 +227,7 @@ def inside(records, bootstrap=1000, seed=0):
     of = np.array([clusters.index(g["cluster"]) for g in gaps])
     draws = [w[of].astype(float) for w in cluster_weights(len(clusters), bootstrap, seed)]
     q = np.array([g["q"] for g in gaps])
-    columns = {**{e: np.array([g["adv"][e] for g in gaps]) for e in ESTIMATORS["search"]},
+    columns = {**{e: np.array([g["adv"][e] for g in gaps]) for e in held(records)},
                **{t: np.array([g["terms"][t] for g in gaps]) for t in ("norm(R^T_2)", "norm(R^O)")}}
 
     def fit(y, w):
@@ -244,12 +253,12 @@ def cell(v):
 
 def across_table(bias):
     """The across-state fit's specifications and MT-GRPO's terms, on the return."""
+    shown = [e for e in ESTIMATORS["search"] if all(e in row for row in bias.get("specifications", {}).values())]
     lines = ["", f"**across states, A* of the return: c of each specification** ({bias['calls']} calls, "
                  f"{bias['answers']} answers; 95 % interval; singular draws left out)", "",
-             "| specification | " + " | ".join(NAMES[e] for e in ESTIMATORS["search"]) + " |",
-             "|---|" + "---|" * len(ESTIMATORS["search"])]
+             "| specification | " + " | ".join(NAMES[e] for e in shown) + " |", "|---|" + "---|" * len(shown)]
     for name, row in bias.get("specifications", {}).items():
-        lines.append(f"| {name} | " + " | ".join(cell(row[e]["bonus"]) for e in ESTIMATORS["search"]) + " |")
+        lines.append(f"| {name} | " + " | ".join(cell(row[e]["bonus"]) for e in shown) + " |")
     if "mt_terms" in bias:
         lines += ["", "MT-GRPO's c, term by term (they add up to its c): " + ", ".join(
             f"{t} {cell(v['bonus'])}" for t, v in bias["mt_terms"].items())]
@@ -266,7 +275,7 @@ def inside_table(figures):
         return lines + ["Fewer than 3 states met both kinds: nothing to fit."]
     lines += [f"Q^(s, call) − Q^(s, answer), mean over states: {cell(figures['q_gap'])}", "",
               "| advantage | mean gap | fit gap = b gap_Q + c: c | b |", "|---|---|---|---|"]
-    for name in [*ESTIMATORS["search"], "norm(R^T_2)", "norm(R^O)"]:
+    for name in [e for e in ESTIMATORS["search"] if e in figures] + ["norm(R^T_2)", "norm(R^O)"]:
         f = figures[name]
         label = NAMES.get(name, f"MT-GRPO's term {name}")
         lines.append(f"| {label} | {cell(f['mean_gap'])} | {cell(f['bonus'])} | {cell(f['slope'])} |")
@@ -331,7 +340,9 @@ def read_state_result(path):
             assert isinstance(r["cluster"], int) and isinstance(r["continuations"], list)
             for c in r["continuations"]:
                 assert c["kind"] in ("call", "answer", "neither", "last") and isinstance(c["return"], (int, float))
-                assert set(c["adv"]) == set(ESTIMATORS["search"]) and set(c["terms"]) == {"norm(R^T_2)", "norm(R^O)"}
+                assert c["adv"] and set(c["adv"]) <= set(ESTIMATORS["search"])  # an older table's file: fewer
+                assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in c["adv"].values())
+                assert set(c["terms"]) == {"norm(R^T_2)", "norm(R^O)"}
         assert 10 <= result["settings"]["bootstrap"] <= 100_000
     except (KeyError, TypeError, AssertionError):
         raise SystemExit(f"{path}: not a measurement of tools/credit_bias.py (records with continuations, "

@@ -160,8 +160,14 @@ def plot(result, path):
     import matplotlib.pyplot as plt
     env, records = result["settings"]["env"], result["records"]
     a_star = true_advantages(records, "return")[0]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), sharex=True)
-    for ax, e in zip(axes, ESTIMATORS[env]):
+    shown = [e for e in ESTIMATORS[env] if any(e in r["adv"] for r in records)]  # every estimator the file holds
+    cols = min(4, len(shown))
+    fig, axes = plt.subplots(-(-len(shown) // cols), cols, figsize=(3 * cols + 0.5, 3.6 * -(-len(shown) // cols)),
+                             sharex=True, squeeze=False)
+    axes = axes.flatten()
+    for ax in axes[len(shown):]:
+        ax.set_visible(False)
+    for ax, e in zip(axes, shown):
         ix = [i for i, r in enumerate(records) if e in r["adv"]]
         later = np.array([records[i]["turn"] >= 2 for i in ix])
         x, y = a_star[ix], np.array([records[i]["adv"][e] for i in ix])

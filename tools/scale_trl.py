@@ -13,7 +13,7 @@ Three pieces; everything else is TRL's own (flags: GRPOConfig's names, `--help` 
                         the environment tokens: they stay in attention and carry no loss
   REWARD_FUNCS          the six rewards of rewards.py, which TRL logs one by one
   TurnLevelGRPOTrainer  replaces TRL's one advantage per sequence by MT-GRPO's per token: every
-                        model token of turn k carries A_k (mtgrpo.turn_advantages, --algo, --alpha)
+                        model token of turn k carries A_k (the --algo row of estimators.py, --alpha)
 Loss: TRL's loss_type "dapo" (the default here) is ours `--loss-type token`, "grpo" is ours `seq`;
 tests/test_scale_trl.py checks both against loss.policy_update on the same batch.
 """
@@ -27,6 +27,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/scale_trl.py
 
 import env_search
+import estimators
 import mtgrpo
 import questions as qa
 import rewards
@@ -52,7 +53,8 @@ OUR_DEFAULTS = dict(output_dir="runs/trl", max_completion_length=64, learning_ra
 class TaskArgs:
     """The task's flags (as train.py's); TRL's GRPOConfig flags are accepted beside them."""
     model: str = dataclasses.field(default=BUNDLED, metadata={"help": "hub id, local folder, or the bundled model"})
-    algo: str = dataclasses.field(default="mt", metadata={"help": "mt (MT-GRPO), mr or or (GRPO-MR / -OR)"})
+    algo: str = dataclasses.field(default="mt", metadata={"help": "a search estimator of estimators.py: "
+                                                                  + ", ".join(estimators.names("search"))})
     alpha: float = dataclasses.field(default=1.0, metadata={"help": "MT-GRPO turn discount"})
     one_shot: bool = dataclasses.field(default=True, metadata={"help": "show the worked example"})
     search_top_k: int = dataclasses.field(default=1, metadata={"help": "documents per search (train.py: --top-k)"})
@@ -125,11 +127,11 @@ class TurnLevelGRPOTrainer(GRPOTrainer):
         are normalised over all processes' episodes, as TRL does for its own advantages."""
         G = self.num_generations
         local = torch.tensor([[rewards.turn_reward(x["episode"], x["answers"]),
-                               rewards.outcome_reward(x["episode"], x["answers"])] for x in inputs],
-                             device=self.accelerator.device)
+                               rewards.outcome_reward(x["episode"], x["answers"]), max(x["turn_of_token"], default=1)]
+                              for x in inputs], device=self.accelerator.device)  # R^T, R^O, turns played
         both = self.accelerator.gather(local).double().cpu()
-        A = mtgrpo.turn_advantages(both[:, :1].view(-1, G, 1), both[:, 1].view(-1, G), self.algo,
-                                   self.alpha, self.scale_rewards).view(len(both), -1)
+        A = estimators.BY_NAME[self.algo].fn(both[:, :1].view(-1, G, 1), both[:, 1].view(-1, G), both[:, 2].long().view(
+            -1, G), self.alpha, self.scale_rewards).view(len(both), -1)
         mine = A[self.accelerator.process_index * len(inputs):][:len(inputs)]
         adv = torch.zeros(len(inputs), width)
         for i, x in enumerate(inputs):
@@ -146,8 +148,8 @@ def parse(argv=None):
         task, config = parser.parse_args_and_config(argv)
     except ValueError as e:  # TRL's and transformers' own checks of GRPOConfig
         parser.error(str(e).splitlines()[0])
-    if task.algo not in ("mt", "mr", "or"):
-        parser.error(f"--algo must be mt, mr or or, got {task.algo!r}")
+    if task.algo not in estimators.names("search"):
+        parser.error(f"--algo must be one of {', '.join(estimators.names('search'))}, got {task.algo!r}")
     if config.loss_type not in ("dapo", "grpo"):
         parser.error("--loss_type: dapo (ours token) or grpo (ours seq); the others are not MT-GRPO's loss")
     return task, config

@@ -34,6 +34,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project root: python tools/show.py
 
+import estimators
 from atgrpo import Group, best_index
 from machinery.cli import one_line
 from machinery.records import read_json
@@ -41,9 +42,6 @@ from machinery.rollout_files import (advantage_of_turn, groups_of, pick_group, p
                                 reward_labels, segments)
 from tools import output
 
-ALGOS = {"mt": "MT-GRPO, turn-level advantages", "mr": "GRPO-MR, merged reward",
-         "or": "GRPO-OR, outcome reward", "at": "AT-GRPO, agent- and turn-wise groups",
-         "grpo": "GRPO baseline, trajectory groups", "gigpo": "GiGPO, trajectory and anchor-state groups"}
 POS, NEG = (70, 180, 90), (220, 70, 60)  # colour of advantage +max and -max; 0 is white
 
 
@@ -92,7 +90,7 @@ def text_html(row, scale, skip_prompt):
 
 
 def rollout_html(k, row, env, algo, scale, skip_prompt, chosen):
-    rewards = ", ".join(f"{l}: {r:.3f}" for l, r in zip(reward_labels(row, env, algo), row["rewards"]))
+    rewards = ", ".join(f"{l}: {r:.3f}" for l, r in zip(reward_labels(row, env), row["rewards"]))
     advs = ", ".join(f'<span class="sw" style="background:{colour(a, scale)}">turn {t}: {a:+.3f}</span>'
                      for t, a in advantage_of_turn(row).items()) or "none"
     role = f" · {html.escape(row['role'])}" if row["role"] else ""
@@ -134,7 +132,7 @@ def page(out, step, groups, gi):
     title = f"step {step} · group {gi} (of 0-{len(groups) - 1}): {name}"
     body = [f"<h1>{html.escape(title)}</h1>",
             f'<p class="run">run {html.escape(out)} · env {html.escape(env)} · algo {html.escape(algo)} '
-            f"({ALGOS.get(algo, 'unknown')}) · {len(rows)} rollouts</p>",
+            f"({estimators.BY_NAME[algo].summary if algo in estimators.BY_NAME else 'unknown'}) · {len(rows)} rollouts</p>",
             '<div class="legend">advantage <span class="bar"></span> ' + (
                 f"from {-scale:+.3f} (red) through 0 (white) to {scale:+.3f} (green): intensity = "
                 "advantage / max |advantage| of this group; hover a token for its exact value." if scale else

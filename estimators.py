@@ -1,0 +1,82 @@
+"""Every advantage estimator this project trains or measures, one row each: its name (--algo), its
+label, its task, its rollout scheme, its source, and for search the function that computes it.
+train.py, config.py and tools/ (show, compare, credit, credit_bias, scale_trl) take names and
+labels from this table and list none of their own (tests/test_estimators.py checks it), so adding
+a search estimator is one function (mtgrpo.py for the MT-GRPO paper's, field.py for the others),
+one row here and one test.
+
+A search row's function maps one step's rewards to per-turn advantages:
+    fn(turn_rewards (groups, G, K-1), outcome_rewards (groups, G), turns (groups, G), alpha, scale)
+        -> (groups, G, K), A_k at index k-1 (mtgrpo.py's layout)
+turns: the turns each episode played (it may answer before turn K; its later R^T are 0 and its
+later A_k carry no token). A game row's name selects its rollout scheme (atgrpo.rollout_samples),
+and its function gives the advantages of that scheme's samples:
+    trajectories  fn(trajectories, K, scale) -> per trajectory, the advantage of each of its answers
+    tree          fn(groups, scale) -> per group, the advantage of each of its K candidates
+"""
+from dataclasses import dataclass
+
+import atgrpo
+import field
+import mtgrpo
+
+TASKS = {"search": "search", "sokoban": "games", "planpath": "games"}  # --env -> the estimators' task
+DEFAULT = {"search": "mt", "games": "at"}  # --algo auto: each task's paper's estimator
+
+
+@dataclass(frozen=True)
+class Estimator:
+    name: str  # --algo, and the key in logs, rollouts and credit files
+    label: str  # progress bar, tables, plots
+    summary: str  # one line: what it credits
+    paper: str  # "MT-GRPO", "AT-GRPO", "GiGPO" or "field" (another project's)
+    task: str  # "search" or "games"
+    scheme: str  # search: "episodes" (G per question); games: "tree" or "trajectories" (K per level)
+    source: str  # the paper, or the file and lines it follows
+    fn: object = None  # the advantages (module docstring)
+    trainable: bool = True  # False: measured by tools/credit.py only (a setting of a trainable one)
+
+
+def paper(algo):
+    """mtgrpo.turn_advantages as a search row's function (it needs no `turns`)."""
+    return lambda R_T, R_O, turns, alpha, scale: mtgrpo.turn_advantages(R_T, R_O, algo, alpha, scale)
+
+
+TABLE = (
+    Estimator("or", "GRPO-OR", "GRPO-OR, outcome reward", "MT-GRPO", "search", "episodes",
+              "MT-GRPO paper (arXiv 2505.11821): A_k = norm(R^O)", paper("or")),
+    Estimator("mr", "GRPO-MR", "GRPO-MR, merged reward", "MT-GRPO", "search", "episodes",
+              "MT-GRPO paper: A_k = norm(sum R^T + R^O)", paper("mr")),
+    Estimator("mt", "MT-GRPO", "MT-GRPO, turn-level advantages", "MT-GRPO", "search", "episodes",
+              "MT-GRPO paper: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O); K > 2 this project's (mtgrpo.py)",
+              paper("mt")),
+    Estimator("mt_half", "MT-GRPO α=0.5", "MT-GRPO with its turn discount alpha at 0.5", "MT-GRPO", "search",
+              "episodes", "mtgrpo.py's K-turn form at alpha 0.5 (--algo mt --alpha 0.5)",
+              lambda R_T, R_O, turns, alpha, scale: mtgrpo.turn_advantages(R_T, R_O, "mt", 0.5, scale), False),
+    Estimator("loo", "per-turn LOO", "per-turn-index leave-one-out baseline (PipelineRL)", "field", "search",
+              "episodes", "PipelineRL PR #135 (58d3934), pipelinerl/finetune/rl/__init__.py 477-520: field.turn_index_loo",
+              field.turn_index_loo),
+    Estimator("grpo", "GRPO", "GRPO baseline, trajectory groups", "AT-GRPO", "games", "trajectories",
+              "AT-GRPO paper (arXiv 2510.11062), its GRPO baseline: atgrpo.trajectory_samples",
+              lambda trajectories, K, scale: [[a] * len(t) for a, t in zip(
+                  atgrpo.episode_advantages(trajectories, K, scale)[1], trajectories)]),
+    Estimator("gigpo", "GiGPO", "GiGPO, trajectory and anchor-state groups", "GiGPO", "games", "trajectories",
+              "GiGPO (arXiv 2505.10978) eq. 8, verl-agent gigpo/core_gigpo.py: atgrpo.gigpo_samples",
+              lambda trajectories, K, scale: atgrpo.gigpo_advantages(trajectories, K, scale=scale)),
+    Estimator("at", "AT-GRPO", "AT-GRPO, agent- and turn-wise groups", "AT-GRPO", "games", "tree",
+              "AT-GRPO paper, tree sampling: atgrpo.tree_samples", atgrpo.tree_advantages),
+)
+BY_NAME = {e.name: e for e in TABLE}
+
+
+def names(task=None, trainable=True, paper=None):
+    """The estimators' names in the table's order: of one task ("search", "games", or an --env)
+    and one paper if given, the trainable ones only unless trainable=False."""
+    task = TASKS.get(task, task)
+    return tuple(e.name for e in TABLE if (task is None or e.task == task) and (paper is None or e.paper == paper)
+                 and (e.trainable or not trainable))
+
+
+def label(name):
+    """The estimator's label; an unknown name as it is."""
+    return BY_NAME[name].label if name in BY_NAME else name
