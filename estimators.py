@@ -56,6 +56,9 @@ TABLE = (
     Estimator("loo", "per-turn LOO", "per-turn-index leave-one-out baseline (PipelineRL)", "field", "search",
               "episodes", "PipelineRL PR #135 (58d3934), pipelinerl/finetune/rl/__init__.py 477-520: field.turn_index_loo",
               field.turn_index_loo),
+    Estimator("kevin", "returns γ=0.4", "discounted per-turn returns, normalised over the group's turns (Kevin)",
+              "field", "search", "episodes", "Kevin (arXiv 2507.11948) as verifiers PR #536 computes it: "
+              "field.discounted_returns", field.discounted_returns),
     Estimator("grpo", "GRPO", "GRPO baseline, trajectory groups", "AT-GRPO", "games", "trajectories",
               "AT-GRPO paper (arXiv 2510.11062), its GRPO baseline: atgrpo.trajectory_samples",
               lambda trajectories, K, scale: [[a] * len(t) for a, t in zip(

@@ -10,6 +10,8 @@ its last turn T: a turn that answers earns the outcome, a turn that calls earns 
 """
 import torch
 
+KEVIN_GAMMA = 0.4  # Kevin (arXiv 2507.11948): "sum with gamma = 0.4" was its best turn return
+
 
 def step_rewards(turn_rewards, outcome_rewards, turns):
     """(r, played): r (groups, G, K) the reward of each turn an episode played, R^T_k before its
@@ -46,6 +48,29 @@ def turn_index_loo(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="group
     std = (((R - mean) ** 2 * played).sum(1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
     divisor = {"group": std + 1e-4, "batch": R[played].std() + 1e-4 if played.sum() > 1 else 1.0, "none": 1.0}[scale]
     return torch.where(played & (n > 1), (R - mean_others) / divisor, torch.zeros(()))
+
+
+def discounted_returns(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="group", gamma=KEVIN_GAMMA):
+    """Discounted per-turn returns, normalised over every turn of the group (Kevin, arXiv
+    2507.11948, as PrimeIntellect-ai/verifiers PR #536 implements it: verifiers/rl/trainer/
+    generator.py lines 670-694, _compute_stepwise_returns, and 504-516; gamma 0.4, its default,
+    rl/trainer/config.py lines 131-155). Each turn t is a sample with the return
+        R_t = sum_{k=t}^{T} gamma^(k-t) r_k
+    and A_t = (R_t - mean) / (std + 1e-8) over all the played turns of the G episodes of a question,
+    the std the population one (np.std). scale "none" only centres, "batch" divides by the std of
+    every played turn's return in the step. alpha is not used (gamma is Kevin's)."""
+    r, played = step_rewards(turn_rewards, outcome_rewards, turns)
+    R = torch.zeros_like(r)
+    running = torch.zeros_like(r[..., 0])
+    for k in reversed(range(r.shape[2])):
+        running = r[..., k] + gamma * running
+        R[..., k] = running
+    flat, mask = R.flatten(1), played.flatten(1)
+    n = mask.sum(1, keepdim=True).clamp(min=1)
+    mean = (flat * mask).sum(1, keepdim=True) / n
+    std = (((flat - mean) ** 2 * mask).sum(1, keepdim=True) / n).sqrt()
+    divisor = {"group": std + 1e-8, "batch": R[played].std(unbiased=False) + 1e-8, "none": 1.0}[scale]
+    return torch.where(mask, (flat - mean) / divisor, torch.zeros(())).view_as(R)
 
 
 def last_step_broadcast(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="group"):

@@ -54,6 +54,21 @@ def test_leave_one_out_edge_cases():
     assert equal.tolist() == [[[0.0, 0.0], [0.0, 0.0]]]  # equal rewards: no credit
 
 
+def test_kevin_s_discounted_returns_by_hand():
+    """gamma 0.4: a's returns 0.7 + 0.4 (0.2 + 0.4 1.0) = 0.94, 0.2 + 0.4 1.0 = 0.6, 1.0; b's
+    0.2 + 0.4 0.5 = 0.4, 0.5; c's 0.0. All six turns are one pool: mean 3.44 / 6, population std."""
+    A = field.discounted_returns(R_T, R_O, TURNS)[0]
+    pool = [0.94, 0.6, 1.0, 0.4, 0.5, 0.0]
+    m, s = sum(pool) / 6, std(pool, 0) + 1e-8
+    assert A.flatten().tolist() == pytest.approx([(0.94 - m) / s, (0.6 - m) / s, (1.0 - m) / s,
+                                                  (0.4 - m) / s, (0.5 - m) / s, 0.0, (0.0 - m) / s, 0.0, 0.0])
+    assert m == pytest.approx(0.573333, abs=1e-6)
+    lone = field.discounted_returns([[[0.7]]], [[1.0]], [[2]])[0, 0]  # one episode: its two turns differ
+    assert lone.tolist() == pytest.approx([(1.1 - 1.05) / 0.05, (1.0 - 1.05) / 0.05], abs=1e-6)
+    same = field.discounted_returns([[[0.0]]], [[1.0]], [[1]])  # one turn, one sample: nothing to compare
+    assert same.tolist() == [[[0.0, 0.0]]]
+
+
 def test_last_step_broadcast_is_grpo_or_in_search():
     """The last step of a search episode earns R^O, so broadcasting its normalised reward gives
     GRPO-OR's advantage on every turn played (up to the epsilon: 1e-6 against 1e-4)."""
