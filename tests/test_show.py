@@ -105,7 +105,8 @@ def test_at_grpo_group_marks_the_chosen_candidate(tmp_path):
     assert page.index("<b>rollout 1</b>") < page.index("chosen (best reward)") < page.index("<b>rollout 2</b>")
     assert "turn 1: 1.000" in page and "#  $ @" in page  # the reward belongs to its turn
     assert 'rgb(220,70,60)" title="advantage -1.1547">&lt;answer&gt;Up&lt;/answer&gt;' in page
-    executor_turn_2 = {"rewards": [0.3], "adv": [0.0, 1.0], "mask": [0, 1], "turn": [0, 2]}
+    executor_turn_2 = {"group": "level 17 / executor / turn 2", "rewards": [0.3], "adv": [0.0, 1.0], "mask": [0, 1],
+                       "turn": [0, 2]}
     assert show.reward_labels(executor_turn_2, "sokoban") == ["turn 2"]
 
 

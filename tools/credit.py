@@ -257,6 +257,7 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
                     continue
                 record = turn_record(qi, i, k, K, args.prefill + tok.decode(ids, skip_special_tokens=True),
                                      {a: adv[k][a][i] for a in adv[k]}, runs, turn_r[i], outcome_r[i])
+                record["group"] = {"turn_rewards": turn_r, "outcome": outcome_r, "turns": turns_played, "episode": i}
                 record["_ids"] = (s.ids[:s.turn.index(k)] if ids else s.ids, ids)  # context, answer: for --gradient
                 records.append(record)
     return records
@@ -274,6 +275,29 @@ def turn_record(qi, i, k, K, text, adv, runs, turn_r, outcome):
     if k > 1:
         record["v"] = togo(runs[i, k - 1], k)
     return record
+
+
+def rescore(result, names):
+    """Each search record's advantages recomputed from its group's raw rewards ("group": R^T, R^O
+    and the turns of the G episodes, kept since estimators.py's table) for the estimators `names`,
+    at the measurement's alpha and scale. A record without them keeps what it holds; returns the
+    estimators that could not be scored (a file measured before raw rewards were kept)."""
+    settings = result["settings"]
+    alpha, scale = settings.get("flags", {}).get("alpha", 1.0), settings.get("scale_rewards", "group")
+    cache, missing = {}, set()
+    for r in result["records"]:
+        if "group" not in r:
+            missing |= set(names) - set(r["adv"])
+            continue
+        g = r["group"]
+        key = (r["cluster"], json.dumps(g["outcome"]), json.dumps(g["turn_rewards"]))  # the question's group, computed once
+        if key not in cache:
+            R_T = torch.tensor(g["turn_rewards"], dtype=torch.float64)[None]
+            R_O = torch.tensor(g["outcome"], dtype=torch.float64)[None]
+            T = torch.tensor(g["turns"])[None]
+            cache[key] = {e: estimators.BY_NAME[e].fn(R_T, R_O, T, alpha, scale)[0] for e in names}
+        r["adv"] = {e: cache[key][e][g["episode"], r["turn"] - 1].item() for e in names}
+    return sorted(missing, key=ESTIMATORS["search"].index)
 
 
 # ---------------------------------------------------------------- the figures
@@ -411,6 +435,8 @@ def parse_args(argv):
     p.add_argument("--png", help="write the scatter plots here (needs matplotlib)")
     p.add_argument("--from", dest="sources", nargs="+", metavar="JSON",
                    help="--json files: print their tables again, then the differences side by side; no model")
+    p.add_argument("--estimators", help="with --from, search: score these estimators of estimators.py (comma-separated; "
+                   "default all) from each record's raw rewards")
     ours, rest = p.parse_known_args(argv)
     if ours.continuations is not None and (ours.continuations < 2 or ours.continuations % 2) or ours.chunk < 1 \
             or not BOOTSTRAP[0] <= ours.bootstrap <= BOOTSTRAP[1]:
@@ -422,6 +448,10 @@ def parse_args(argv):
         p.error("--num-generations must be at least 2: an advantage compares the samples of a group")
     if ours.sources and (len(ours.sources) > 1 and (ours.png or ours.json)):
         p.error("--png and --json take one --from file")
+    if ours.estimators is not None and not ours.sources:
+        p.error("--estimators re-scores saved measurements: give --from FILE (a new measurement scores them all)")
+    if ours.estimators is not None and (bad := [e for e in ours.estimators.split(",") if e not in ESTIMATORS["search"]]):
+        p.error(f"--estimators: {', '.join(bad)} is not a search estimator; choose from {', '.join(ESTIMATORS['search'])}")
     if ours.sources and ours.gradient:
         p.error("--gradient measures with a model; --from reads what a --gradient measurement kept")
     if ours.sources:
@@ -494,6 +524,12 @@ def main(argv=None):
     if ours.png and (why := picture_problem(ours.png)):
         raise SystemExit(why)
     results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
+    for path, result in zip(ours.sources or (), results):  # search: every estimator of the table, from the raw rewards
+        if result["settings"]["env"] == "search":
+            names = ours.estimators.split(",") if ours.estimators else ESTIMATORS["search"]
+            if missing := rescore(result, names):
+                print(f"{path}: measured before raw rewards were kept: scored for the estimators it holds; "
+                      f"not {', '.join(missing)}")
     for result in results:
         result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
         if "gram" in result:

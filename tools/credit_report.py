@@ -265,6 +265,19 @@ def gram_problem(gram, tol=1e-5):
     return None
 
 
+def group_ok(g, turn):
+    """A search record's "group" (credit.rescore): the shapes agree and every number is finite."""
+    try:
+        G, K = len(g["outcome"]), len(g["turn_rewards"][0]) + 1
+        return (set(g) == {"turn_rewards", "outcome", "turns", "episode"} and G >= 1
+                and all(isinstance(t, list) and len(t) == K - 1 and all(map(finite, t)) for t in g["turn_rewards"])
+                and len(g["turn_rewards"]) == G and all(map(finite, g["outcome"])) and len(g["turns"]) == G
+                and all(whole(1)(t) and t <= K for t in g["turns"]) and whole(0)(g["episode"]) and g["episode"] < G
+                and isinstance(turn, int) and turn <= g["turns"][g["episode"]])
+    except (TypeError, KeyError, IndexError):
+        return False
+
+
 def record_problem(r, env, where):
     """What is wrong with one record, or None: its state, cluster and turn, each estimator's
     advantage, and the two halves of Q (and of V, where it has its own) for each target."""
@@ -277,7 +290,10 @@ def record_problem(r, env, where):
                       and all(map(finite, x.values())), f"finite numbers keyed by {', '.join(ESTIMATORS[env])}"),
               "q": (halves_ok(env), targets)}
     optional = {"v": (halves_ok(env), targets), "anchor": (whole(1), "a whole number, at least 1"),
-                "kind": (lambda x: x in KINDS, " or ".join(KINDS))}
+                "kind": (lambda x: x in KINDS, " or ".join(KINDS)),
+                "group": (lambda g: group_ok(g, r.get("turn")), "the group's raw rewards: turn_rewards (G lists of "
+                          "K - 1 finite numbers), outcome (G), turns (G whole numbers 1..K), episode (0..G-1) that "
+                          "played this record's turn")}
     return fields_problem(where, r, checks | {k: test for k, test in optional.items() if k in r})
 
 
