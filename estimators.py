@@ -1,5 +1,5 @@
 """Every advantage estimator this project trains or measures, one row each: its name (--algo), its
-label, its task, its rollout scheme, its source, and for search the function that computes it.
+label, its task, its rollout scheme, its source, and the function that computes its advantages.
 train.py, config.py and tools/ (show, compare, credit, credit_bias, scale_trl) take names and
 labels from this table and list none of their own (tests/test_estimators.py checks it), so adding
 a search estimator is one function (mtgrpo.py for the MT-GRPO paper's, field.py for the others),
@@ -33,7 +33,7 @@ class Estimator:
     task: str  # "search" or "games"
     scheme: str  # search: "episodes" (G per question); games: "tree" or "trajectories" (K per level)
     source: str  # the paper, or the file and lines it follows
-    fn: object = None  # the advantages (module docstring)
+    fn: object  # the advantages (module docstring)
     trainable: bool = True  # False: measured by tools/credit.py only (a setting of a trainable one)
 
 

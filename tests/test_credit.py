@@ -318,6 +318,33 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
                 assert r["adv"] == {e: pytest.approx(want[e][i], abs=1e-9) for e in want}
     # the rewards differed, R^T_1 too (some queries called the tool): A_2 is not A_1, the check above meant something
     assert any(r["adv"]["mr"] != r["adv"]["mt"] for r in answers) and any(q["adv"]["mt"] != q["adv"]["or"] for q in first)
+    # every record keeps its group's raw rewards, from which any estimator of the table is scored again, the same
+    import copy
+    assert all(credit_report.group_ok(r["group"], r["turn"]) for r in records)
+    again = copy.deepcopy(records)
+    settings = {"flags": {"alpha": args.alpha}, "scale_rewards": args.scale_rewards}
+    assert credit.rescore({"settings": settings, "records": again}, credit.ESTIMATORS["search"]) == []
+    assert [r["adv"] for r in again] == [r["adv"] for r in records]
+    assert credit.rescore({"settings": settings, "records": again}, ["loo"]) == [] and set(again[0]["adv"]) == {"loo"}
+
+
+def test_rescoring_by_hand_and_a_file_without_raw_rewards():
+    """G = 2, K = 2: R^T_1 (0.7, 0), R^O (1.0, 0.0), both played 2 turns. Episode 0's query: GRPO-OR
+    0.5 / (std 0.7071 + 1e-4); per-turn LOO (1.7 - 0) / (std of (1.7, 0) 1.2021 + 1e-4). A record
+    measured before raw rewards were kept keeps its advantages, and says what it cannot give."""
+    group = {"turn_rewards": [[0.7], [0.0]], "outcome": [1.0, 0.0], "turns": [2, 2], "episode": 0}
+    new = {"cluster": 0, "turn": 1, "adv": {"or": 9.0}, "group": group}
+    old = {"cluster": 1, "turn": 1, "adv": {"or": 0.25, "mt": 0.5}}
+    result = {"settings": {"flags": {"alpha": 1.0}, "scale_rewards": "group"}, "records": [new, old]}
+    assert credit.rescore(result, ["or", "loo"]) == ["loo"]  # the old record has no raw rewards for loo
+    assert new["adv"] == pytest.approx({"or": 0.5 / (np.std([1.0, 0.0], ddof=1) + 1e-4),
+                                        "loo": 1.7 / (np.std([1.7, 0.0], ddof=1) + 1e-4)})
+    assert old["adv"] == {"or": 0.25, "mt": 0.5}
+    for bad in ({**group, "turns": [0, 2]}, {**group, "episode": 2}, {**group, "outcome": [1.0, float("nan")]},
+                {**group, "turn_rewards": [[0.7], [0.0, 0.1]]}, {**group, "turns": [1, 2]}):  # the record is turn 1 of
+        assert not credit_report.group_ok(bad, 2 if bad["turns"] == [1, 2] else 1)  # an episode that played 1
+    assert credit_report.record_problem({"state": "s", "cluster": 0, "turn": 1, "adv": {"or": 0.1}, "group": {
+        **group, "turns": [0, 2]}, "q": {"return": [0, 0], "outcome": [0, 0]}}, "search", "record 0")
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -326,6 +353,8 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
     (["--num-generations", "1"], "at least 2"),
     (["--bootstrap", "1000000"], "--bootstrap from 10 to 100000"),
     (["--from", "/nonexistent.json"], "nonexistent"),
+    (["--estimators", "loo"], "give --from FILE"),
+    (["--from", "x.json", "--estimators", "loo,nope"], "nope is not a search estimator"),
 ])
 def test_bad_input_is_one_line(argv, says, capsys, monkeypatch):
     monkeypatch.setattr(credit, "measure", fails(AssertionError("measured instead of refusing")))
@@ -527,7 +556,8 @@ def test_every_committed_measurement_loads_and_reproduces():
     import glob
     import os
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
-    assert len(paths) == 15  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates
+    assert len(paths) == 17  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
+    # the field's estimators at step 0 (two turns, K = 3)
     for path in paths:
         result = credit_report.read_result(path)
         figures = credit.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
@@ -876,3 +906,17 @@ def test_json_and_png_cannot_name_one_file_and_the_picture_needs_a_format(tmp_pa
         with pytest.raises(SystemExit, match=f"{flag} .*toy.json is a --from file: writing it would replace"):
             credit.main(["--from", str(source), flag, str(tmp_path / "." / "toy.json")])
     assert source.read_text() == kept
+
+
+def test_a_saved_measurement_is_scored_for_the_estimators_asked(capsys):
+    """--from FILE --estimators loo,kevin on a committed file with raw rewards: the tables hold those
+    two (no MT-GRPO − GRPO-MR line, no KeyError: the report once needed both), and the rest is as saved."""
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "search-step0-field-bf16.json")
+    result = credit.main(["--from", path, "--estimators", "loo,kevin"])
+    cell = result["figures"]["return"]["turn 1"]
+    assert {"loo", "kevin"} <= set(cell) and not {"or", "mr", "mt"} & set(cell)
+    saved = credit_report.read_result(path)["figures"]["return"]["turn 1"]
+    assert cell["loo"] == saved["loo"] and cell["kevin"] == saved["kevin"]  # the same numbers from the raw rewards
+    out = capsys.readouterr().out
+    assert "| per-turn LOO |" in out and "| GRPO-MR |" not in out

@@ -123,8 +123,9 @@ def both_turns(figures):
              "| estimator | " + " | ".join(c for _, _, c in cols) + " |", "|---|" + "---|" * len(cols)]
     for e in present:
         lines.append(f"| {NAMES[e]} | " + " | ".join(with_interval(figures[t][sub][e]["pearson"]) for t, sub, _ in cols) + " |")
-    lines.append("| ceiling | " + " | ".join(number(figures[t][sub]["noise"]["mt"]["ceiling"]) for t, sub, _ in cols) + " |")
-    if turns != ["turn 1", "turn 2"]:
+    ceiling = lambda noise: next(iter(noise.values()))["ceiling"]  # noqa: E731 (one per scheme: search has one)
+    lines.append("| ceiling | " + " | ".join(number(ceiling(figures[t][sub]["noise"])) for t, sub, _ in cols) + " |")
+    if turns != ["turn 1", "turn 2"] or "mt-mr" not in figures["outcome"]["turn 2"]["differences"]:
         return lines
     mt_mr = figures["outcome"]["turn 2"]["differences"]["mt-mr"]
     return lines + ["", f"- turn 2, Pearson MT-GRPO − GRPO-MR: {with_interval(mt_mr)} (MT-GRPO's A_2 = norm(R^O) is "
