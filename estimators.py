@@ -37,19 +37,19 @@ class Estimator:
     trainable: bool = True  # False: measured by tools/credit.py only (a setting of a trainable one)
 
 
-def paper(algo):
+def mtgrpo_row(algo):
     """mtgrpo.turn_advantages as a search row's function (it needs no `turns`)."""
     return lambda R_T, R_O, turns, alpha, scale: mtgrpo.turn_advantages(R_T, R_O, algo, alpha, scale)
 
 
 TABLE = (
     Estimator("or", "GRPO-OR", "GRPO-OR, outcome reward", "MT-GRPO", "search", "episodes",
-              "MT-GRPO paper (arXiv 2505.11821): A_k = norm(R^O)", paper("or")),
+              "MT-GRPO paper (arXiv 2505.11821): A_k = norm(R^O)", mtgrpo_row("or")),
     Estimator("mr", "GRPO-MR", "GRPO-MR, merged reward", "MT-GRPO", "search", "episodes",
-              "MT-GRPO paper: A_k = norm(sum R^T + R^O)", paper("mr")),
+              "MT-GRPO paper: A_k = norm(sum R^T + R^O)", mtgrpo_row("mr")),
     Estimator("mt", "MT-GRPO", "MT-GRPO, turn-level advantages", "MT-GRPO", "search", "episodes",
               "MT-GRPO paper: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O); K > 2 this project's (mtgrpo.py)",
-              paper("mt")),
+              mtgrpo_row("mt")),
     Estimator("mt_half", "MT-GRPO α=0.5", "MT-GRPO with its turn discount alpha at 0.5", "MT-GRPO", "search",
               "episodes", "mtgrpo.py's K-turn form at alpha 0.5 (--algo mt --alpha 0.5)",
               lambda R_T, R_O, turns, alpha, scale: mtgrpo.turn_advantages(R_T, R_O, "mt", 0.5, scale), False),

@@ -125,8 +125,8 @@ def call_bias(records, bootstrap=1000, seed=0):
                 adv = np.array([records[i]["adv"][e] for i in rows])
                 out[target][e] = with_draws([bonus(adv, a_star, calls, w) for w in draws])
     a_star = true_advantages(records, "return")[0][rows]
-    held = [e for e in ESTIMATORS["search"] if all(e in records[i]["adv"] for i in rows)]  # an older file: fewer
-    if len(set(turn)) > 1 and "mt_half" in held:
+    kept = [e for e in ESTIMATORS["search"] if all(e in records[i]["adv"] for i in rows)]  # an older file: fewer
+    if len(set(turn)) > 1 and "mt_half" in kept:
         second = turn == 2
         value = np.array([np.mean(records[i]["v"]["return"]) if "v" in records[i] else 0.0 for i in rows])
         effects = [(of == q).astype(float) for q in range(1, len(clusters))]
@@ -139,7 +139,7 @@ def call_bias(records, bootstrap=1000, seed=0):
             cols = [x[keep] for x in extra]
             out["specifications"][name] = {e: with_draws([bonus(np.array([records[i]["adv"][e] for i in rows])[keep],
                                                                a_star[keep], calls[keep], w[keep], cols) for w in draws])
-                                           for e in held}
+                                           for e in kept}
         out["mt_terms"] = {t: with_draws([bonus(v, a_star, calls, w) for w in draws]) for t, v in terms(records, rows).items()}
     return out
 
