@@ -6,8 +6,10 @@ a search estimator is one function (mtgrpo.py for the MT-GRPO paper's, field.py 
 one row here and one test.
 
 A search row's function maps one step's rewards to per-turn advantages:
-    fn(turn_rewards (groups, G, K-1), outcome_rewards (groups, G), turns (groups, G), alpha, scale)
-        -> (groups, G, K), A_k at index k-1 (mtgrpo.py's layout)
+    fn(turn_rewards (groups, G, K-1), outcome_rewards (groups, G), turns (groups, G), alpha, scale,
+       **needs) -> (groups, G, K), A_k at index k-1 (mtgrpo.py's layout)
+needs: a row's inputs beyond the rewards, by name (field.inputs makes them from the episodes):
+"states" (groups, G, K) the anchor state each turn began in, "info_gain" (groups, G, K-1).
 turns: the turns each episode played (it may answer before turn K; its later R^T are 0 and its
 later A_k carry no token). A game row's name selects its rollout scheme (atgrpo.rollout_samples),
 and its function gives the advantages of that scheme's samples:
@@ -35,6 +37,7 @@ class Estimator:
     source: str  # the paper, or the file and lines it follows
     fn: object  # the advantages (module docstring)
     trainable: bool = True  # False: measured by tools/credit.py only (a setting of a trainable one)
+    needs: tuple = ()  # search: inputs beyond the rewards, passed by name (field.inputs): "states", "info_gain"
 
 
 def mtgrpo_row(algo):
@@ -59,6 +62,12 @@ TABLE = (
     Estimator("kevin", "returns γ=0.4", "discounted per-turn returns, normalised over the group's turns (Kevin)",
               "field", "search", "episodes", "Kevin (arXiv 2507.11948) as verifiers PR #536 computes it: "
               "field.discounted_returns", field.discounted_returns),
+    Estimator("gigpo_search", "GiGPO (search)", "GiGPO's episode and anchor-state groups; a state is the question "
+              "and the tool results seen", "GiGPO", "search", "episodes", "GiGPO (arXiv 2505.10978) eq. 5-8, as "
+              "atgrpo.gigpo_advantages: field.anchor_state_groups", field.anchor_state_groups, needs=("states",)),
+    Estimator("igpo", "MT-GRPO, R^T = IG", "MT-GRPO with IGPO's information gain as the turn reward", "field", "search",
+              "episodes", "IGPO (arXiv 2510.14967), GuoqingWang1/IGPO at bff163b, scrl/llm_agent/generation.py "
+              "295-423: field.info_gain_turns", field.info_gain_turns, needs=("info_gain",)),
     Estimator("grpo", "GRPO", "GRPO baseline, trajectory groups", "AT-GRPO", "games", "trajectories",
               "AT-GRPO paper (arXiv 2510.11062), its GRPO baseline: atgrpo.trajectory_samples",
               lambda trajectories, K, scale: [[a] * len(t) for a, t in zip(
@@ -72,12 +81,13 @@ TABLE = (
 BY_NAME = {e.name: e for e in TABLE}
 
 
-def names(task=None, trainable=True, paper=None):
+def names(task=None, trainable=True, paper=None, needing=None):
     """The estimators' names in the table's order: of one task ("search", "games", or an --env)
-    and one paper if given, the trainable ones only unless trainable=False."""
+    and one paper if given, the trainable ones only unless trainable=False, and if `needing` is
+    given only those whose extra inputs are among it (needing=(): the rewards alone)."""
     task = TASKS.get(task, task)
     return tuple(e.name for e in TABLE if (task is None or e.task == task) and (paper is None or e.paper == paper)
-                 and (e.trainable or not trainable))
+                 and (e.trainable or not trainable) and (needing is None or set(e.needs) <= set(needing)))
 
 
 def label(name):

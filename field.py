@@ -4,11 +4,17 @@ train with it (--algo, estimators.py's table). mtgrpo.py keeps the MT-GRPO paper
 
 All take mtgrpo.py's layout: turn_rewards (groups, G, K-1) R^T_1..R^T_{K-1}, outcome_rewards
 (groups, G) R^O, turns (groups, G) the turns each episode played (1..K), and return (groups, G, K),
-A_k at index k-1; a turn an episode did not play gets 0 (it has no token). An episode's own
+A_k at index k-1; a turn an episode did not play gets 0 (it has no token). Two need more of the
+episodes (estimators.Estimator.needs, made by `inputs`): GiGPO's the state each turn began in,
+IGPO's the gold answer's probability under the policy before and after each turn. An episode's own
 reward sequence (`step_rewards`) is r_k = R^T_k for its turns before the last and r_T = R^O at
 its last turn T: a turn that answers earns the outcome, a turn that calls earns its call's reward.
 """
 import torch
+
+import loss
+from mtgrpo import group_norm, turn_advantages
+from sample import Sample
 
 KEVIN_GAMMA = 0.4  # Kevin (arXiv 2507.11948): "sum with gamma = 0.4" was its best turn return
 
@@ -83,3 +89,109 @@ def last_step_broadcast(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="
     centred = last - last.mean(1, keepdim=True)
     std = last.std(1, keepdim=True) if last.shape[1] > 1 else torch.ones_like(last)
     return torch.where(played, (centred / (std + 1e-6))[..., None], torch.zeros(()))
+
+
+# ---------------------------------------------------------------- GiGPO's anchor states, in search
+GIGPO_OMEGA, GIGPO_GAMMA = 1.0, 0.95  # as atgrpo.gigpo_advantages (verl-agent's defaults)
+
+
+def anchor_states(observations, G, K):
+    """(groups, G, K) ids of the state each turn began in, equal within a group where two episodes
+    had seen the same thing: the question (turn 1, shared by all G) and the same observations since
+    (the tool results, or the same error). The agent's own words are not part of the state, the
+    environment's are: two different queries that retrieve the same document meet again.
+    observations: per episode, the observation after each of its turns but the last (SearchEnv's
+    user messages). -1 for a turn an episode did not play."""
+    ids = torch.full((len(observations) // G, G, K), -1, dtype=torch.long)
+    for g in range(len(observations) // G):
+        seen = {}
+        for i, obs in enumerate(observations[g * G:(g + 1) * G]):
+            for k in range(len(obs) + 1):
+                ids[g, i, k] = seen.setdefault(tuple(obs[:k]), len(seen))
+    return ids
+
+
+def anchor_state_groups(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="group", states=None,
+                        omega=GIGPO_OMEGA, gamma=GIGPO_GAMMA):
+    """GiGPO (arXiv 2505.10978) in search, as atgrpo.gigpo_advantages computes it for the games:
+    A_k = A^E + omega A^S_k. A^E = norm(R) over the G episodes, R the episode's summed rewards
+    (GiGPO's episode group: GRPO-MR's advantage); A^S_k = norm of the discounted return from turn k,
+    R_k = sum_{l>=k} gamma^(l-k) r_l (eq. 5), over the turns of the group that began in the same
+    anchor state (`states`, anchor_states), the std of that step group ("none": centred only). A
+    state one turn alone reached gives A^S = 0 (the singleton rule). alpha is not used."""
+    r, played = step_rewards(turn_rewards, outcome_rewards, turns)
+    states = torch.as_tensor(states, dtype=torch.long)
+    if states.shape != r.shape:
+        raise ValueError(f"states must be (groups, G, K) = {tuple(r.shape)}, got {tuple(states.shape)}")
+    to_go, running = torch.zeros_like(r), torch.zeros_like(r[..., 0])
+    for k in reversed(range(r.shape[2])):
+        running = r[..., k] + gamma * running
+        to_go[..., k] = running
+    step = torch.zeros_like(r)
+    for g in range(r.shape[0]):
+        for s in states[g][played[g]].unique().tolist():
+            members = played[g] & (states[g] == s)
+            step[g][members] = group_norm(to_go[g][members][None], "none" if scale == "none" else "group")[0]
+    episode = group_norm(r.sum(2), scale)
+    return torch.where(played, episode[..., None] + omega * step, torch.zeros(()))
+
+
+# ---------------------------------------------------------------- IGPO's information-gain turn reward
+def gold_probabilities(model, tok, contexts, gold, temperature=1.0, micro_batch_size=8, bf16=True):
+    """p = exp(mean log pi(gold tokens)) after each context, the answer teacher-forced as
+    <answer>gold</answer> (IGPO, GuoqingWang1/IGPO at bff163b, scrl/llm_agent/generation.py lines
+    295-423: the mean over the gold answer's tokens, under the current policy). contexts: token id
+    lists; gold: one text per context. Equal contexts are computed once."""
+    enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    opening, closing = enc("<answer>"), enc("</answer>")
+    wanted = {}
+    for c, g in zip(contexts, gold):
+        wanted.setdefault((tuple(c), g), None)
+    rows = [Sample(ids=list(c) + opening + enc(g) + closing, mask=[], adv=[]) for c, g in wanted]
+    for s in rows:
+        s.mask = s.adv = [0] * len(s.ids)
+    loss.fill_logprobs(model, rows, "old_logp", temperature, micro_batch_size, bf16)
+    for (c, g), s in zip(wanted, rows):
+        start, n = len(c) + len(opening), len(enc(g))  # the gold tokens; old_logp[t] scores token t + 1
+        wanted[c, g] = torch.tensor(s.old_logp[start - 1:start - 1 + n], dtype=torch.float64).mean().exp().item()
+    return [wanted[tuple(c), g] for c, g in zip(contexts, gold)]
+
+
+def info_gains(model, tok, samples, answers, K, args):
+    """(episodes, K-1) IGPO's turn rewards R^T_k = p_k - p_{k-1} for each turn k that did not end its
+    episode (0 after), p_k the gold answer's probability (gold_probabilities) once turn k's result
+    is in the context, p_0 before turn 1. The context is the prompt turn k+1 was sampled from,
+    without the prefill; the gold answer is the question's first."""
+    cut = len(tok(args.prefill, add_special_tokens=False)["input_ids"]) if args.prefill else 0
+    contexts = [(i, s.ids[:start - cut]) for i, s in enumerate(samples) for start in s.starts]
+    p = gold_probabilities(model, tok, [c for _, c in contexts], [answers[i][0] for i, _ in contexts],
+                           args.temperature, args.micro_batch_size or 8, args.bf16)  # 0: auto, as train sizes it
+    gains, at = torch.zeros(len(samples), K - 1, dtype=torch.float64), 0
+    for i, s in enumerate(samples):
+        mine, at = p[at:at + len(s.starts)], at + len(s.starts)
+        for k in range(1, len(mine)):
+            gains[i, k - 1] = mine[k] - mine[k - 1]
+    return gains
+
+
+def info_gain_turns(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="group", info_gain=None):
+    """MT-GRPO's advantages (mtgrpo.turn_advantages) with IGPO's information gain as the turn reward:
+    A_k = sum_l alpha^(l-k) norm(IG_l) + alpha^(K-k) norm(R^O). No hand-written verifier decides a
+    turn's reward. (IGPO's own advantage is the plain return-to-go minus the group's mean, with no
+    std: not this.) turn_rewards is not used."""
+    info_gain = torch.as_tensor(info_gain, dtype=torch.float64)
+    if info_gain.shape != torch.as_tensor(turn_rewards).shape:
+        raise ValueError(f"info_gain must have turn_rewards' shape {tuple(torch.as_tensor(turn_rewards).shape)}, "
+                         f"got {tuple(info_gain.shape)}")
+    return turn_advantages(info_gain, outcome_rewards, "mt", alpha, scale)
+
+
+def inputs(needs, envs, samples, G, model, tok, args):
+    """What a search row needs beyond its rewards (estimators.Estimator.needs), for one step's
+    episodes (G per question, in order): "states" (anchor_states) and "info_gain" (info_gains)."""
+    out, K = {}, args.max_calls + 1
+    if "states" in needs:
+        out["states"] = anchor_states([[m["content"] for m in e.completion if m["role"] == "user"] for e in envs], G, K)
+    if "info_gain" in needs:
+        out["info_gain"] = info_gains(model, tok, samples, [e.answers for e in envs], K, args).view(-1, G, K - 1)
+    return out

@@ -93,10 +93,12 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=N
     mask and advantages are set from it later) and the number of generated tokens."""
     prefill = tok(args.prefill, add_special_tokens=False)["input_ids"] if args.prefill else []
     ids = [prompt_ids(tok, env.messages, args.prefill) for env in envs]
-    turn_of = [[0] * len(x) for x in ids]
+    turn_of, starts = [[0] * len(x) for x in ids], [[] for _ in envs]
     active, k, n_generated = list(range(len(envs))), 1, 0
     generate = generate or turn_generator(model, tok, args, stop_strings, greedy)
     while active:
+        for i in active:
+            starts[i].append(len(ids[i]))
         new = generate([ids[i] for i in active])
         still = []
         for i, n in zip(active, new):
@@ -111,7 +113,7 @@ def play_episodes(model, tok, envs, args, stop_strings, greedy=False, generate=N
                 turn_of[i] += [0] * len(extra)
                 still.append(i)
         active, k = still, k + 1
-    return [Sample(ids=x, turn=t) for x, t in zip(ids, turn_of)], n_generated
+    return [Sample(ids=x, turn=t, starts=s) for x, t, s in zip(ids, turn_of, starts)], n_generated
 
 
 def turn_generator(model, tok, args, stop_strings, greedy=False):

@@ -20,6 +20,7 @@ class Sample:
     role: str = ""  # which agent produced the sample (AT-GRPO per-role routing)
     group_name: str = ""  # names the group its advantage was normalised in ("group" in rollouts; tools/show.py)
     rewards: list = None  # the reward of each of its turns (tools/show.py)
+    starts: list = None  # per turn k, len(ids) when it began: ids[:starts[k-1]] is the prompt it was sampled from
 
 
 def signal(samples):

@@ -29,12 +29,13 @@ import torch
 from tqdm import tqdm
 
 import atgrpo
-import estimators
 import env_planpath
 import env_search
 import env_sokoban
 import env_two_roles
+import estimators
 import evaluate_games
+import field
 import mtgrpo
 import questions as qa
 import rewards
@@ -86,7 +87,9 @@ def search_step(models, tok, questions, retriever, args):
     turn_r, outcome_r, log = rewards.score_episodes(envs)
     R_T, R_O = torch.tensor(turn_r).view(-1, G, args.max_calls), torch.tensor(outcome_r).view(-1, G)
     turns = torch.tensor([e.turns for e in envs]).view(-1, G)  # an episode may answer before turn K
-    adv = estimators.BY_NAME[args.algo].fn(R_T, R_O, turns, args.alpha, args.scale_rewards).view(len(envs), -1)
+    row = estimators.BY_NAME[args.algo]  # GiGPO's and IGPO's rows need more than the rewards: field.inputs
+    extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args)
+    adv = row.fn(R_T, R_O, turns, args.alpha, args.scale_rewards, **extra).view(len(envs), -1)
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
         s.adv, s.mask = mtgrpo.token_advantages(s.turn, adv[i].tolist())
         s.group_name, s.rewards = f"question {i // G + 1}: {envs[i].question}", turn_r[i] + [outcome_r[i]]

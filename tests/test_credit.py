@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+import estimators
 from tools import credit, credit_bias, credit_report
 
 # ---------------------------------------------------------------- the toy: Q known exactly
@@ -78,6 +79,15 @@ def histories(records, K):
                 out.append("x" if "x" in tree_turn1[r["cluster"]] else "y")
     return out
 
+
+
+def search_advantages(turn_r, outcome_r, turns, turn=1):
+    """credit.search_advantages of one group of two-turn-form rewards (turn_r: one R^T_1 per episode),
+    turn `turn`, for the rows that need the rewards alone."""
+    group = {"turn_rewards": [[x] if not isinstance(x, list) else x for x in turn_r], "outcome": outcome_r,
+             "turns": turns}
+    return {e: a[:, turn - 1].tolist() for e, a in credit.search_advantages(
+        group, estimators.names("search", trainable=False, needing=())).items()}
 
 def test_monte_carlo_converges_to_the_exact_q_and_v():
     records = credit.game_records(Fork, [0, 1, 2], policy(0), K=4, M=4000, scale="group", chunk=10 ** 6)
@@ -165,18 +175,18 @@ def test_search_turn_one_advantages_by_hand():
     # G = 3: R^T_1 = [0.7, 0, 0], R^O = [1.9, 1.9, 0]. norm(R^O): mean 1.2667, std 1.0970 ->
     # [0.5773, 0.5773, -1.1547]; norm(R^T): [1.1547, -0.5773, -0.5773]; MT A_1 is their sum,
     # MR normalises R^T + R^O = [2.6, 1.9, 0]: mean 1.5, std 1.3454 -> [0.8176, 0.2973, -1.1149]
-    adv = credit.search_advantages([0.7, 0, 0], [1.9, 1.9, 0], [2, 2, 2])
+    adv = search_advantages([0.7, 0, 0], [1.9, 1.9, 0], [2, 2, 2])
     assert adv["or"] == pytest.approx([0.5773, 0.5773, -1.1547], abs=1e-3)
     assert adv["mt"] == pytest.approx([1.7320, 0.0, -1.7320], abs=1e-3)  # not A_2 = norm(R^O)
     assert adv["mr"] == pytest.approx([0.8176, 0.2973, -1.1149], abs=1e-3)
-    assert credit.search_advantages([0, 0], [1, 1], [2, 2])["mt"] == [0, 0]  # equal rewards: no credit
+    assert search_advantages([0, 0], [1, 1], [2, 2])["mt"] == [0, 0]  # equal rewards: no credit
 
 
 def test_search_answer_turn_advantages_by_hand():
     # the same episodes, turn 2 (the answer): GRPO-OR and MT-GRPO give norm(R^O), the same numbers
     # by construction; GRPO-MR gives the answer the query's norm(R^T + R^O), which rewards the
     # answer of episode 2 (R^O = 1.9, like episode 1's) less than episode 1's for its query's R^T
-    adv = credit.search_advantages([0.7, 0, 0], [1.9, 1.9, 0], [2, 2, 2], turn=2)
+    adv = search_advantages([0.7, 0, 0], [1.9, 1.9, 0], [2, 2, 2], turn=2)
     assert adv["or"] == pytest.approx([0.5773, 0.5773, -1.1547], abs=1e-3)
     assert adv["mt"] == adv["or"]
     assert adv["mr"] == pytest.approx([0.8176, 0.2973, -1.1149], abs=1e-3)
@@ -196,7 +206,7 @@ def test_search_tables_put_both_turns_side_by_side():
     rng, records = random.Random(0), []
     for qi in range(4):
         turn_r, outcome_r = [rng.choice([0.0, 0.7]) for _ in range(4)], [rng.choice([0.0, 1.9]) for _ in range(4)]
-        a1, a2 = (credit.search_advantages(turn_r, outcome_r, [2] * 4, turn=k) for k in (1, 2))
+        a1, a2 = (search_advantages(turn_r, outcome_r, [2] * 4, turn=k) for k in (1, 2))
         for i in range(4):
             v = [rng.random(), rng.random()]
             records.append({"state": f"question {qi}", "cluster": qi, "turn": 1, "adv": {e: a1[e][i] for e in a1},
@@ -313,9 +323,9 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
         if len(mine) == 3:
             outcome = [r["q"]["outcome"][0] for r in mine]
             turn = [q["q"]["return"][0] - q["q"]["outcome"][0] for q in group]
-            want = credit.search_advantages(turn, outcome, [2] * 3, turn=2)
+            want = search_advantages(turn, outcome, [2] * 3, turn=2)
             for i, r in enumerate(mine):  # R^T_1 comes back from a difference of means: equal up to rounding
-                assert r["adv"] == {e: pytest.approx(want[e][i], abs=1e-9) for e in want}
+                assert {e: r["adv"][e] for e in want} == {e: pytest.approx(want[e][i], abs=1e-9) for e in want}
     # the rewards differed, R^T_1 too (some queries called the tool): A_2 is not A_1, the check above meant something
     assert any(r["adv"]["mr"] != r["adv"]["mt"] for r in answers) and any(q["adv"]["mt"] != q["adv"]["or"] for q in first)
     # every record keeps its group's raw rewards, from which any estimator of the table is scored again, the same
@@ -836,7 +846,7 @@ def test_a_continuation_is_scored_with_the_rest_of_its_group_as_it_is():
     adv, terms = credit_bias.a_2([[0.2, 0.7], [0.2, 0.7]], [1.5, 1.5], [3, 3], 0, [0.2, 0.0], 0.0, 2, 1.0, "group")
     want = {"or": o, "mr": mr, "mt": t2 + o, "mt_half": t2 + o / 2, "loo": 2 * mr,  # -2.2 / the same std
             "kevin": kevin}
-    assert set(adv) == set(credit.ESTIMATORS["search"]) and {e: adv[e] for e in want if e in adv} == pytest.approx(
+    assert set(adv) == set(credit_bias.INSIDE) and {e: adv[e] for e in want if e in adv} == pytest.approx(
         {e: v for e, v in want.items() if e in adv})
     assert terms == pytest.approx({"norm(R^T_2)": t2, "norm(R^O)": o})
     same, _ = credit_bias.a_2([[0.2, 0.7], [0.2, 0.7]], [1.5, 1.5], [3, 3], 0, [0.2, 0.7], 1.5, 3, 1.0, "group")

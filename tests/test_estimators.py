@@ -63,9 +63,11 @@ def test_every_search_row_gives_per_turn_advantages(name):
     R_T = torch.tensor([[[0.7, 0.2], [0.2, 0.0], [0.0, 0.0]], [[0.2, 0.0], [0.2, 0.0], [0.2, 0.0]]])
     R_O = torch.tensor([[1.0, 0.5, 0.0], [1.0, 1.0, 1.0]])
     turns = torch.tensor([[3, 2, 1], [2, 2, 2]])
-    A = estimators.BY_NAME[name].fn(R_T, R_O, turns, 1.0, "group")
+    inputs = {"states": torch.tensor([[[0, 1, 2], [0, 1, -1], [0, -1, -1]], [[0, 1, -1]] * 3]),
+              "info_gain": R_T / 2}  # what field.inputs makes of episodes, for the rows that need it
+    A = estimators.BY_NAME[name].fn(R_T, R_O, turns, 1.0, "group", **{n: inputs[n] for n in estimators.BY_NAME[name].needs})
     assert A.shape == (2, 3, 3) and torch.isfinite(A).all()
-    if estimators.BY_NAME[name].paper == "field":
+    if estimators.BY_NAME[name].paper != "MT-GRPO" and name != "igpo":  # igpo: MT-GRPO's form, A_k on every k
         assert A[0, 2, 1:].tolist() == [0.0, 0.0] and A[0, 1, 2].item() == 0.0
 
 

@@ -108,6 +108,9 @@ def test_bad_flags_are_one_line_errors(capsys):
         with pytest.raises(SystemExit):
             scale_trl.parse(flags)
         assert "error:" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        scale_trl.parse(["--algo", "igpo"])  # its information gain needs train.py's model calls
+    assert "its inputs beyond the rewards are made by train.py only" in capsys.readouterr().err
 
 
 def test_merged_reward_advantages_equal_trls_own(monkeypatch, tmp_path, tiny_model_dir, tokenizer):

@@ -4,6 +4,7 @@ model."""
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import random
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ from transformers import AutoModelForCausalLM
 from machinery import checkpoint
 import env_search
 import estimators
+import field
 import mtgrpo
 import policy
 import retrieval
@@ -130,6 +132,37 @@ def test_three_turns_give_each_call_its_own_turn_reward_and_advantage(monkeypatc
     assert log["calls"] == 1.5 and log["turn_reward"] == pytest.approx((0.9 + 0.7) / 2)
 
 
+def test_gigpo_and_igpo_in_search_get_their_inputs_from_the_episodes(monkeypatch, tokenizer):
+    """The three-turn script above. GiGPO: turn 1 of both begins at the question, turn 2 of episode 0
+    after Germany's result and of episode 1 after France's (two states), turn 3 episode 0's alone.
+    IGPO: with p(gold | context) = len(context) / 1000, R^T_k is the length of turn k and its result
+    over 1000, the prompts without their prefill: field.inputs reads each turn's own prompt."""
+    retriever = retrieval.BM25Retriever(DOCS)
+    script = [[TURN1_DE, TURN1], [TURN1, TURN2], [TURN2]]
+    scripted(monkeypatch, tokenizer, [list(r) for r in script])
+    samples, _, _ = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
+                                      retriever, args_for(max_calls=2, algo="gigpo_search"))
+    R_T, R_O = [[[0.2, 0.7], [0.7, 0.0]]], [[rewards.outcome_reward(s, ["Paris"]) for s in (
+        replay("q", ["Paris"], retriever, [TURN1_DE, TURN1, TURN2], max_turns=3).completion,
+        replay("q", ["Paris"], retriever, [TURN1, TURN2], max_turns=3).completion)]]
+    want = field.anchor_state_groups(R_T, R_O, [[3, 2]], states=[[[0, 1, 2], [0, 3, -1]]])[0]
+    for j, s in enumerate(samples):
+        got = {k: a for a, k in zip(s.adv, s.turn) if k > 0}
+        assert got == pytest.approx({k: want[j, k - 1].item() for k in got})
+    assert want[0, 1] != field.anchor_state_groups(R_T, R_O, [[3, 2]], states=[[[0, 1, 2], [0, 1, -1]]])[0, 0, 1]
+    monkeypatch.setattr(field, "gold_probabilities", lambda m, t, contexts, gold, *a: [len(c) / 1000 for c in contexts])
+    scripted(monkeypatch, tokenizer, [list(r) for r in script])
+    samples, _, _ = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
+                                      retriever, args_for(max_calls=2, algo="igpo"))
+    gains = [[(s.starts[k] - s.starts[k - 1]) / 1000 for k in (1, 2)] if len(s.starts) == 3 else
+             [(s.starts[1] - s.starts[0]) / 1000, 0.0] for s in samples]
+    assert gains[1][0] > 0.01 and gains[0][1] > 0.01  # a turn and its result: tens of tokens
+    want = mtgrpo.turn_advantages(torch.tensor([gains]), torch.tensor(R_O), "mt")[0]
+    for j, s in enumerate(samples):
+        got = {k: a for a, k in zip(s.adv, s.turn) if k > 0}
+        assert got == pytest.approx({k: want[j, k - 1].item() for k in got})
+
+
 def test_several_questions_are_normalised_in_their_own_groups(monkeypatch, tokenizer):
     """3 questions x G = 2 in one step: each question's two episodes form one group; mixing rows
     of different questions (wrong order or grouping) changes the advantages."""
@@ -165,6 +198,17 @@ def tiny_run(tmp_path, tiny_model_dir, name, *extra):
 def strip_times(path):
     lines = [json.loads(l) for l in open(path)]
     return [{k: v for k, v in l.items() if not k.startswith("t_") and k != "tokens_per_s"} for l in lines]
+
+
+@pytest.mark.parametrize("algo", ["igpo", "gigpo_search"])
+def test_the_rows_with_inputs_train_end_to_end(tmp_path, tiny_model_dir, algo):
+    """--algo igpo calls the policy for the gold answer's probability (bf16 where the CPU has it),
+    gigpo_search groups by the tool results: one step of each, three turns, on a tiny model."""
+    out, flags = tiny_run(tmp_path, tiny_model_dir, algo, "--steps", "1", "--algo", algo, "--max-calls", "2",
+                          "--eval-every", "0", "--bf16", "true")
+    train.main(flags)
+    log = [json.loads(l) for l in open(os.path.join(out, "log.jsonl"))]
+    assert [l["step"] for l in log] == [1] and all(map(math.isfinite, (log[0]["loss"], log[0]["adv_std"])))  # no eval: no step 0
 
 
 def test_one_step_end_to_end_on_a_tiny_model(tmp_path, tiny_model_dir, monkeypatch):
@@ -558,8 +602,8 @@ def test_plain_runs_the_same_step_the_plain_way(tiny_model_dir, monkeypatch, gen
     for got, want in zip(plain_grads, quick_grads):
         assert want.norm() > 0 and (got - want).norm() <= 1e-5 * want.norm()
     for got, want in zip(plain, quick):  # reference and old log-probs on the trained tokens (token t at t - 1)
-        for field in ("ref_logp", "old_logp"):
-            trained = lambda s: [v for v, m in zip(getattr(s, field), s.mask[1:]) if m]  # noqa: E731
+        for name in ("ref_logp", "old_logp"):
+            trained = lambda s: [v for v, m in zip(getattr(s, name), s.mask[1:]) if m]  # noqa: E731
             assert trained(got) == pytest.approx(trained(want), abs=1e-5) and len(trained(got)) == sum(got.mask)
 
 

@@ -54,6 +54,7 @@ import atgrpo
 import env_search
 import env_two_roles
 import estimators
+import field
 import rewards
 import train
 from machinery.cli import one_line
@@ -185,17 +186,19 @@ def game_records(make_env, level_ids, sampler, K, M, scale, chunk=64, desc="cont
 
 
 # ---------------------------------------------------------------- search: every turn
-def search_advantages(turn_r, outcome_r, turns, alpha=1.0, scale="group", turn=1):
-    """{name: A_turn of each of the G episodes of one question} for every search row of
-    estimators.py (turn_r: G lists of K - 1 turn rewards; turns: the turns each played): turn 1 is
-    the first query, turn K the last. mt is MT-GRPO at the run's --alpha, mt_half at alpha 0.5. For
-    K = 2, MT-GRPO's A_2 = norm(R^O) is GRPO-OR's advantage by construction; GRPO-MR gives the
-    answer the same norm(sum R^T + R^O) as the query."""
-    G = len(outcome_r)
-    R_T = torch.tensor(turn_r, dtype=torch.float64).view(1, G, -1)
-    R_O = torch.tensor(outcome_r, dtype=torch.float64).view(1, G)
-    T = torch.tensor(turns).view(1, G)
-    return {e: estimators.BY_NAME[e].fn(R_T, R_O, T, alpha, scale)[0, :, turn - 1].tolist() for e in ESTIMATORS["search"]}
+def search_advantages(group, names, alpha=1.0, scale="group"):
+    """{name: (G, K) advantages of the G episodes of one question} for the search rows `names` of
+    estimators.py, from a record's "group" (turn_rewards: G lists of K - 1 turn rewards; outcome;
+    turns: the turns each played; and the rows' extra inputs, "states" and "info_gain"). mt is
+    MT-GRPO at the run's --alpha, mt_half at alpha 0.5. For K = 2, MT-GRPO's A_2 = norm(R^O) is
+    GRPO-OR's advantage by construction; GRPO-MR gives the answer the same norm(sum R^T + R^O) as
+    the query."""
+    R_T = torch.tensor(group["turn_rewards"], dtype=torch.float64)[None]
+    R_O = torch.tensor(group["outcome"], dtype=torch.float64)[None]
+    T = torch.tensor(group["turns"])[None]
+    return {e: estimators.BY_NAME[e].fn(R_T, R_O, T, alpha, scale, **{n: torch.tensor(group[n])[None]
+                                                                     for n in estimators.BY_NAME[e].needs})[0]
+            for e in names}
 
 
 def replay_prefix(prefixes, generate):
@@ -231,8 +234,11 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
         envs = train.make_envs([question], retriever, args, repeat=G)
         samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS, generate=generate)
         turn_r, outcome_r, _ = rewards.score_episodes(envs)
-        turns_played = [e.turns for e in envs]
-        adv = {k: search_advantages(turn_r, outcome_r, turns_played, args.alpha, args.scale_rewards, k) for k in range(1, K + 1)}
+        extra = field.inputs({n for e in ESTIMATORS["search"] for n in estimators.BY_NAME[e].needs}, envs, samples, G,
+                             model, tok, args)
+        group = {"turn_rewards": turn_r, "outcome": outcome_r, "turns": [e.turns for e in envs]} | {
+            n: v[0].tolist() for n, v in extra.items()}
+        adv = search_advantages(group, ESTIMATORS["search"], args.alpha, args.scale_rewards)
         turns = [[[x for x, t in zip(s.ids, s.turn) if t == k] for k in range(1, e.turns + 1)] for s, e in zip(samples, envs)]
         bar.update(G)
         runs = {}  # (episode, k) -> [(turn rewards, R^O)] of its continuations
@@ -256,8 +262,8 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
                 if k > 1 and not ids:  # a turn that generated nothing has no tokens to credit
                     continue
                 record = turn_record(qi, i, k, K, args.prefill + tok.decode(ids, skip_special_tokens=True),
-                                     {a: adv[k][a][i] for a in adv[k]}, runs, turn_r[i], outcome_r[i])
-                record["group"] = {"turn_rewards": turn_r, "outcome": outcome_r, "turns": turns_played, "episode": i}
+                                     {a: adv[a][i, k - 1].item() for a in adv}, runs, turn_r[i], outcome_r[i])
+                record["group"] = group | {"episode": i}
                 record["_ids"] = (s.ids[:s.turn.index(k)] if ids else s.ids, ids)  # context, answer: for --gradient
                 records.append(record)
     return records
@@ -279,24 +285,24 @@ def turn_record(qi, i, k, K, text, adv, runs, turn_r, outcome):
 
 def rescore(result, names):
     """Each search record's advantages recomputed from its group's raw rewards ("group": R^T, R^O
-    and the turns of the G episodes, kept since estimators.py's table) for the estimators `names`,
-    at the measurement's alpha and scale. A record without them keeps what it holds; returns the
-    estimators that could not be scored (a file measured before raw rewards were kept)."""
+    and the turns of the G episodes, kept since estimators.py's table, and the extra inputs of GiGPO's
+    and IGPO's rows since those) for the estimators `names`, at the measurement's alpha and scale.
+    A record without them keeps what it holds; returns the estimators that could not be scored (a
+    file measured before raw rewards, or a row's inputs, were kept)."""
     settings = result["settings"]
     alpha, scale = settings.get("flags", {}).get("alpha", 1.0), settings.get("scale_rewards", "group")
     cache, missing = {}, set()
     for r in result["records"]:
-        if "group" not in r:
-            missing |= set(names) - set(r["adv"])
+        g = r.get("group", {})
+        can = [e for e in names if g and all(n in g for n in estimators.BY_NAME[e].needs)]
+        missing |= {e for e in names if e not in can and e not in r["adv"]}
+        if not can:
             continue
-        g = r["group"]
         key = (r["cluster"], json.dumps(g["outcome"]), json.dumps(g["turn_rewards"]))  # the question's group, computed once
         if key not in cache:
-            R_T = torch.tensor(g["turn_rewards"], dtype=torch.float64)[None]
-            R_O = torch.tensor(g["outcome"], dtype=torch.float64)[None]
-            T = torch.tensor(g["turns"])[None]
-            cache[key] = {e: estimators.BY_NAME[e].fn(R_T, R_O, T, alpha, scale)[0] for e in names}
-        r["adv"] = {e: cache[key][e][g["episode"], r["turn"] - 1].item() for e in names}
+            cache[key] = search_advantages(g, can, alpha, scale)
+        r["adv"] = {e: cache[key][e][g["episode"], r["turn"] - 1].item() if e in can else r["adv"][e]
+                    for e in names if e in can or e in r["adv"]}
     return sorted(missing, key=ESTIMATORS["search"].index)
 
 
@@ -528,8 +534,8 @@ def main(argv=None):
         if result["settings"]["env"] == "search":
             names = ours.estimators.split(",") if ours.estimators else ESTIMATORS["search"]
             if missing := rescore(result, names):
-                print(f"{path}: measured before raw rewards were kept: scored for the estimators it holds; "
-                      f"not {', '.join(missing)}")
+                print(f"{path}: measured before these estimators' inputs were kept: scored for the estimators "
+                      f"it holds; not {', '.join(missing)}")
     for result in results:
         result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
         if "gram" in result:

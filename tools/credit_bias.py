@@ -56,6 +56,9 @@ from tools.credit import ESTIMATORS, NAMES, TARGETS, cpu_name, interval, kind_of
 from tools.credit_gradient import cluster_weights
 
 TERMS = ("norm(R^T_1)", "norm(R^T_2)", "norm(R^O)")  # what MT-GRPO adds up at K = 3 (alpha 1)
+# inside a state, the rows that need the rewards alone: GiGPO's states and IGPO's information gain of a
+# continuation are not computed (field.inputs)
+INSIDE = estimators.names("search", trainable=False, needing=())
 
 
 # ---------------------------------------------------------------- across states
@@ -146,7 +149,7 @@ def call_bias(records, bootstrap=1000, seed=0):
 
 # ---------------------------------------------------------------- inside a state
 def a_2(turn_r, outcome_r, turns, i, t, o, played, alpha, scale):
-    """Each estimator's A_2 (estimators.py's search rows) of row i with its rewards replaced by
+    """Each estimator's A_2 (estimators.py's search rows that need the rewards alone: INSIDE) of row i with its rewards replaced by
     (t, o) and its turns by `played`, the group's other rows as they are; and MT-GRPO's terms
     norm(R^T_2) and norm(R^O) of that row."""
     turn_r, outcome_r, turns = [list(r) for r in turn_r], list(outcome_r), list(turns)
@@ -154,7 +157,7 @@ def a_2(turn_r, outcome_r, turns, i, t, o, played, alpha, scale):
     R_T = torch.tensor(turn_r, dtype=torch.float64)[None]
     R_O = torch.tensor(outcome_r, dtype=torch.float64)[None]
     T = torch.tensor(turns)[None]
-    adv = {e: estimators.BY_NAME[e].fn(R_T, R_O, T, alpha, scale)[0, i, 1].item() for e in ESTIMATORS["search"]}
+    adv = {e: estimators.BY_NAME[e].fn(R_T, R_O, T, alpha, scale)[0, i, 1].item() for e in INSIDE}
     norm = lambda x: mtgrpo.group_norm(x, scale)[0, i].item()  # noqa: E731
     return adv, {"norm(R^T_2)": norm(R_T[..., 1]), "norm(R^O)": norm(R_O)}
 

@@ -270,8 +270,13 @@ def group_ok(g, turn):
     """A search record's "group" (credit.rescore): the shapes agree and every number is finite."""
     try:
         G, K = len(g["outcome"]), len(g["turn_rewards"][0]) + 1
-        return (set(g) == {"turn_rewards", "outcome", "turns", "episode"} and G >= 1
+        return (set(g) - {"states", "info_gain"} == {"turn_rewards", "outcome", "turns", "episode"} and G >= 1
                 and all(isinstance(t, list) and len(t) == K - 1 and all(map(finite, t)) for t in g["turn_rewards"])
+                and ("info_gain" not in g or len(g["info_gain"]) == G and all(
+                    isinstance(t, list) and len(t) == K - 1 and all(map(finite, t)) for t in g["info_gain"]))
+                and ("states" not in g or len(g["states"]) == G and all(
+                    isinstance(t, list) and len(t) == K and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1
+                                                                for x in t) for t in g["states"]))
                 and len(g["turn_rewards"]) == G and all(map(finite, g["outcome"])) and len(g["turns"]) == G
                 and all(whole(1)(t) and t <= K for t in g["turns"]) and whole(0)(g["episode"]) and g["episode"] < G
                 and isinstance(turn, int) and turn <= g["turns"][g["episode"]])
@@ -294,7 +299,8 @@ def record_problem(r, env, where):
                 "kind": (lambda x: x in KINDS, " or ".join(KINDS)),
                 "group": (lambda g: group_ok(g, r.get("turn")), "the group's raw rewards: turn_rewards (G lists of "
                           "K - 1 finite numbers), outcome (G), turns (G whole numbers 1..K), episode (0..G-1) that "
-                          "played this record's turn")}
+                          "played this record's turn; if there, info_gain as turn_rewards and states (G lists of K "
+                          "whole numbers, -1 or more)")}
     return fields_problem(where, r, checks | {k: test for k, test in optional.items() if k in r})
 
 

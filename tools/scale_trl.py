@@ -53,8 +53,9 @@ OUR_DEFAULTS = dict(output_dir="runs/trl", max_completion_length=64, learning_ra
 class TaskArgs:
     """The task's flags (as train.py's); TRL's GRPOConfig flags are accepted beside them."""
     model: str = dataclasses.field(default=BUNDLED, metadata={"help": "hub id, local folder, or the bundled model"})
-    algo: str = dataclasses.field(default="mt", metadata={"help": "a search estimator of estimators.py: "
-                                                                  + ", ".join(estimators.names("search"))})
+    algo: str = dataclasses.field(default="mt", metadata={"help": "a search estimator of estimators.py that "
+                                                                  "needs the rewards alone: "
+                                                                  + ", ".join(estimators.names("search", needing=()))})
     alpha: float = dataclasses.field(default=1.0, metadata={"help": "MT-GRPO turn discount"})
     one_shot: bool = dataclasses.field(default=True, metadata={"help": "show the worked example"})
     search_top_k: int = dataclasses.field(default=1, metadata={"help": "documents per search (train.py: --top-k)"})
@@ -148,8 +149,9 @@ def parse(argv=None):
         task, config = parser.parse_args_and_config(argv)
     except ValueError as e:  # TRL's and transformers' own checks of GRPOConfig
         parser.error(str(e).splitlines()[0])
-    if task.algo not in estimators.names("search"):
-        parser.error(f"--algo must be one of {', '.join(estimators.names('search'))}, got {task.algo!r}")
+    if task.algo not in estimators.names("search", needing=()):  # GiGPO's states, IGPO's probabilities: train.py only
+        parser.error(f"--algo must be one of {', '.join(estimators.names('search', needing=()))}, got {task.algo!r}"
+                     + (": its inputs beyond the rewards are made by train.py only" if task.algo in estimators.BY_NAME else ""))
     if config.loss_type not in ("dapo", "grpo"):
         parser.error("--loss_type: dapo (ours token) or grpo (ours seq); the others are not MT-GRPO's loss")
     return task, config
