@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 import estimators
@@ -232,49 +233,59 @@ def parse_args(argv=None):
                     "(its args.json), and --resume keeps a run's settings; drop the flag or start a new run "
                     "(docs/training.md lists what may change)")
     env = given.get("env", saved.get("env", Args.env))
+    def refuse(message):
+        """p.error; where the refused value came from a resumed run's args.json (a hand edit), not from
+        the command line, one line naming the file and its key instead of argparse's usage block."""
+        keys = [k for k in saved if k not in given and re.search(f"--{k.replace('_', '-')}(?![-\\w])", message)]
+        defaults = {f.name: f.default for f in dataclasses.fields(Args)} | ENV_DEFAULTS.get(env, {})
+        keys = [k for k in keys if saved[k] != defaults[k]] or keys  # the edited value, not the flags beside it
+        if keys:
+            raise SystemExit(f"{os.path.join(given['resume'], 'args.json')}: {', '.join(f'{k} is {saved[k]!r}' for k in keys)}"
+                             f" ({message}); fix it there, or start a new run")
+        p.error(message)
     args = Args(**{**ENV_DEFAULTS.get(env, {}), **saved, **given})
     if args.resume:
         args.out, args.overwrite = args.resume, False
     if args.env not in ALGOS:
-        p.error(f"--env must be one of {', '.join(ALGOS)}, not {args.env!r}")
+        refuse(f"--env must be one of {', '.join(ALGOS)}, not {args.env!r}")
     args.algo = estimators.DEFAULT[estimators.TASKS[args.env]] if args.algo == "auto" else args.algo
     if args.algo not in ALGOS[args.env]:
-        p.error(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
+        refuse(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
     if args.prefill == "auto":
         args.prefill = "<reasoning>" if args.env == "search" else "<answer>"
     if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
             args.env == "search" or args.single_agent)):
-        p.error("--policy is shared, or per-role with --env sokoban or planpath and two roles (no --single-agent)")
+        refuse("--policy is shared, or per-role with --env sokoban or planpath and two roles (no --single-agent)")
     if args.scale_rewards not in mtgrpo.SCALES:
-        p.error(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
+        refuse(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
     if args.team_reward not in TEAM_REWARDS:
-        p.error(f"--team-reward must be one of {', '.join(TEAM_REWARDS)}, not {args.team_reward!r}")
+        refuse(f"--team-reward must be one of {', '.join(TEAM_REWARDS)}, not {args.team_reward!r}")
     if args.team_term not in TEAM_TERMS:
-        p.error(f"--team-term must be one of {', '.join(TEAM_TERMS)}, not {args.team_term!r}")
+        refuse(f"--team-term must be one of {', '.join(TEAM_TERMS)}, not {args.team_term!r}")
     if args.team_term != Args.team_term and (args.env == "search" or args.single_agent):
-        p.error("--team-term is the planner's: it needs --env sokoban or planpath with two roles (no --single-agent)")
+        refuse("--team-term is the planner's: it needs --env sokoban or planpath with two roles (no --single-agent)")
     if args.levels not in LEVELS:
-        p.error(f"--levels must be one of {', '.join(LEVELS)}, not {args.levels!r}")
+        refuse(f"--levels must be one of {', '.join(LEVELS)}, not {args.levels!r}")
     if args.levels == "public" and (args.env != "planpath" or (args.size, args.min_solution, args.max_solution) != (
             Args.size, Args.min_solution, Args.max_solution)):
-        p.error("--levels public (the public code's 10 x 10 Plan-Path levels, any path length) needs --env planpath "
+        refuse("--levels public (the public code's 10 x 10 Plan-Path levels, any path length) needs --env planpath "
                 "and takes no --size, --min-solution or --max-solution")
     if args.max_calls != Args.max_calls and args.env != "search":
-        p.error("--max-calls is search's (tool calls before the answer); sokoban and planpath take --max-turns")
+        refuse("--max-calls is search's (tool calls before the answer); sokoban and planpath take --max-turns")
     if args.max_solution and args.max_solution < args.min_solution:
-        p.error(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
+        refuse(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
     if args.loss_type not in ("token", "seq"):
-        p.error(f"--loss-type must be token or seq, not {args.loss_type!r}")
+        refuse(f"--loss-type must be token or seq, not {args.loss_type!r}")
     for f in dataclasses.fields(Args):  # every float flag, whatever CHECKS says of it
         if f.type is float and not math.isfinite(getattr(args, f.name)):
-            p.error(f"--{f.name.replace('_', '-')} is {getattr(args, f.name)!r}; it must be a finite number")
+            refuse(f"--{f.name.replace('_', '-')} is {getattr(args, f.name)!r}; it must be a finite number")
     for name, ok, what in CHECKS:
         if not ok(getattr(args, name)):
-            p.error(f"--{name.replace('_', '-')} is {getattr(args, name)!r}; it must be {what}")
+            refuse(f"--{name.replace('_', '-')} is {getattr(args, name)!r}; it must be {what}")
     try:  # a tracker's package that is not installed is refused now, not at step 1
         args.report_to = trackers.parse(args.report_to)
     except ValueError as e:
-        p.error(str(e))
+        refuse(str(e))
     return args
 
 

@@ -42,11 +42,11 @@ import rewards
 import retrieval
 from config import changed_flags, check_out, parse_args
 from loss import fill_logprobs, policy_update
-from sample import signal
+import sample
 from policy import chat_sampler, check_context, fast_path, load_model, load_models, pick_device, play_episodes
 
 from machinery import checkpoint, micro_batch, trackers  # the run folder, --resume, trackers
-from machinery.cli import in_chunks, table_cell
+from machinery.cli import ignore_ctrl_c, in_chunks, table_cell
 from machinery.precision import precision_line
 
 
@@ -134,7 +134,7 @@ def update(models, ref, optimizers, samples, args):
             log.update({(k if name == "policy" else f"{k}_{name}"): v for k, v in stats.items()})
     token_adv = torch.tensor([a for s in samples for a, m in zip(s.adv, s.mask) if m])
     return {**log, "adv_mean": token_adv.mean().item(), "adv_std": token_adv.std().item(),
-            **signal(samples), "t_update": time.time() - t0}
+            **sample.signal(samples), "t_update": time.time() - t0}
 
 
 def routed(samples, name):
@@ -162,6 +162,7 @@ def main(argv=None):
     try:
         return train(args)
     except (KeyboardInterrupt, OSError) as e:  # Ctrl-C, or a write failed: disk full, read-only, file too large
+        ignore_ctrl_c()  # a second Ctrl-C while it stops: the same one line
         checkpoint.still_ours(args.out)  # or the folder was replaced under the write: that, in one line
         then = (f"continue with python train.py --resume {args.out}" if os.path.exists(os.path.join(args.out, "checkpoint"))
                 else "no checkpoint yet: start again with --overwrite")

@@ -3,6 +3,7 @@ line that says what happened, never a traceback (the mains are wrapped in `one_l
 work shows a progress bar (`in_chunks`).
 """
 import functools
+import signal
 
 from tqdm import tqdm
 
@@ -33,10 +34,17 @@ def one_line(main):
         try:
             return main(*args, **kwargs)
         except KeyboardInterrupt:
+            ignore_ctrl_c()  # a second Ctrl-C while it stops: the same one line
             raise SystemExit("\nstopped (Ctrl-C)") from None
         except OSError as e:
             raise SystemExit(f"could not read or write {e.filename or 'a file'}: {e.strerror or e}") from None
     return run
+
+
+def ignore_ctrl_c():
+    """From now on Ctrl-C does nothing: the program is already stopping, and a second Ctrl-C would
+    cut its one line (or the cleanup before it) with a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def in_chunks(items, size, desc, unit):

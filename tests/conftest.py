@@ -18,6 +18,7 @@ extra by itself (importorskip, a skipif on chromium), unmarked, where the second
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -27,6 +28,15 @@ import torch
 # imported: the tests' runs go to a folder of their own, not to the user's ~/.cache/huggingface/trackio
 os.environ["TRACKIO_DIR"] = tempfile.mkdtemp(prefix="trackio-tests-")
 atexit.register(shutil.rmtree, os.environ["TRACKIO_DIR"], True)
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_restored():
+    """train.main and the tools ignore Ctrl-C once they stop on one (machinery.cli.ignore_ctrl_c):
+    each test starts with the handler it found."""
+    handler = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, handler)
 
 
 @pytest.fixture(scope="session")

@@ -217,6 +217,11 @@ def test_a_checkpoint_state_of_the_wrong_shape_is_skipped(saved):
     (lambda a: {k: v for k, v in a.items() if k not in ("train_questions", "test_questions")},
      "lacks train_questions, test_questions"),
     (lambda a: [a], "must hold a JSON object, not a list"),
+    # a value of the right type that a flag would refuse: args.json and its key, not argparse's usage block
+    (lambda a: {**a, "learning_rate": float("nan")}, r"args.json: learning_rate is nan \(--learning-rate is nan; "),
+    (lambda a: {**a, "report_to": "mlflow"}, r"args.json: report_to is 'mlflow' \(--report-to mlflow: "),
+    (lambda a: {**a, "levels": "public"}, r"args.json: levels is 'public' \(--levels public .*needs --env planpath"),
+    (lambda a: {**a, "max_calls": 0}, r"args.json: max_calls is 0 \(--max-calls is 0; it must be at least 1\); fix it"),
 ])
 def test_args_json_is_checked_like_the_command_line_on_resume(tmp_path, edit, message):
     run = make_run(tmp_path, edit(dict(vars(train.parse_args([])))))

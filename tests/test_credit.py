@@ -1,7 +1,9 @@
 """tools/credit.py and its report: Monte Carlo against a toy game whose Q is known exactly, each
 figure by hand, and the tool end to end on a tiny model."""
 import json
+import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -880,6 +882,54 @@ def test_the_gap_inside_a_state_by_hand():
     assert "| MT-GRPO | " in "\n".join(credit_bias.inside_table(figures))
 
 
+def test_hard_links_count_as_the_same_file(tmp_path):
+    """--json and --png that are two names of one file (a hard link): the picture would overwrite the
+    measurement; so would --json over the --from file of credit_bias.py through a hard link."""
+    from tools import credit_bias
+    (tmp_path / "a.json").write_text("{}")
+    os.link(tmp_path / "a.json", tmp_path / "b.png")
+    with pytest.raises(SystemExit, match="--json and --png both name"):
+        credit.main(["--json", str(tmp_path / "a.json"), "--png", str(tmp_path / "b.png")])
+    os.link(tmp_path / "a.json", tmp_path / "c.json")
+    with pytest.raises(SystemExit, match="is the --from file: writing it would replace"):
+        credit_bias.main(["--from", str(tmp_path / "a.json"), "--json", str(tmp_path / "c.json")])
+    assert (tmp_path / "a.json").read_text() == "{}"
+
+
+def test_a_state_measurement_is_read_as_data(tmp_path):
+    """Each bad value of a --from file is one line naming the file, the record and the key: NaN or
+    infinite returns and advantages, a text advantage, a null term, a fractional bootstrap, an array,
+    deep nesting, bytes that are not UTF-8 (each was a traceback or a table of dashes before)."""
+    from tools import credit_bias
+    cont = {"kind": "call", "return": 0.5, "adv": {"mt": 0.1, "or": -0.2}, "terms": {"norm(R^T_2)": 0.0, "norm(R^O)": 0.1}}
+    good = {"settings": {"bootstrap": 20}, "records": [{"cluster": 0, "continuations": [cont, {**cont, "kind": "answer"}]}]}
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(good))
+    assert credit_bias.read_state_result(str(path)) == good
+
+    def bad(c=None, settings=None):
+        return {"settings": settings or {"bootstrap": 20}, "records": [{"cluster": 0, "continuations": [{**cont, **(c or {})}]}]}
+    cases = [(bad({"return": float("nan")}), "continuation 0: 'return' must be a finite number, got NaN"),
+             (bad({"return": float("-inf")}), "'return' must be a finite number"),
+             (bad({"adv": {"mt": float("nan")}}), "'adv' must be finite numbers"),
+             (bad({"adv": {"mt": "0.5"}}), "'adv' must be finite numbers"),
+             (bad({"adv": {"nope": 0.5}}), "'adv' must be finite numbers keyed by or, mr"),
+             (bad({"terms": {"norm(R^T_2)": None, "norm(R^O)": 0.1}}), "'terms' must be finite numbers"),
+             (bad({"kind": "maybe"}), "'kind' must be call or answer"),
+             (bad(settings={"bootstrap": 10.5}), "'bootstrap' must be a whole number from 10 to 100000, got 10.5")]
+    for value, message in cases:
+        path.write_text(json.dumps(value))
+        with pytest.raises(SystemExit, match=f"{path} is not a tools/credit_bias.py --json file: .*{re.escape(message)}"):
+            credit_bias.read_state_result(str(path))
+    for text in ("[1, 2]", "[" * 100_000 + "]" * 100_000):
+        path.write_text(text)
+        with pytest.raises(SystemExit, match="is not a tools/credit_bias.py --json file"):
+            credit_bias.read_state_result(str(path))
+    path.write_bytes(b'{"settings": {"bootstrap": 20}, "records": ["\xff"]}')
+    with pytest.raises(SystemExit, match="not UTF-8 text"):
+        credit_bias.read_state_result(str(path))
+
+
 def test_the_state_measurement_runs_on_a_tiny_model_and_again_from_its_json(tiny_model_dir, tmp_path, capsys):
     from tools import credit_bias
     path = tmp_path / "state.json"
@@ -892,7 +942,7 @@ def test_the_state_measurement_runs_on_a_tiny_model_and_again_from_its_json(tiny
     path.write_text(json.dumps({**live, "records": [{"cluster": 0}]}))
     with pytest.raises(SystemExit, match="is the --from file: writing it would replace"):
         credit_bias.main(["--from", str(path), "--json", str(path)])
-    with pytest.raises(SystemExit, match="not a measurement of tools/credit_bias.py"):
+    with pytest.raises(SystemExit, match="is not a tools/credit_bias.py --json file: record 0 must be an object"):
         credit_bias.main(["--from", str(path)])
     with pytest.raises(SystemExit):  # two turns: no turn can both call and answer
         credit_bias.main(["--model", tiny_model_dir, "--states", "2", "--max-calls", "1"])

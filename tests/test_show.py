@@ -1,6 +1,7 @@
 """tools/show.py: hand-built rollout files in, one HTML page out; plus a headless Chromium screenshot."""
 import json
 import os
+import re
 import struct
 import subprocess
 import zlib
@@ -223,6 +224,34 @@ def test_the_page_never_replaces_a_file_of_the_run(tmp_path, name):
         show.main([out, "--out", path])
     assert open(path).read() == before
     assert os.path.exists(show.main([out, "--out", os.path.join(out, "page.html")]))  # elsewhere in the folder: fine
+
+
+def test_no_page_replaces_another_run_s_files_or_its_own_input(tmp_path):
+    """show.py RUN_A --out RUN_B/log.jsonl replaced another run's log (exit 0); so did args.json and a
+    rollout step, and --out through RUN/rollouts when that folder is a link to another run's. A hard
+    link of the rollouts the page reads is the same file."""
+    out = make_run(tmp_path, {1: SEARCH})
+    other = tmp_path / "other"
+    (other / "rollouts").mkdir(parents=True)
+    for name in ("log.jsonl", "args.json", "rollouts/step_2.jsonl"):
+        (other / name).write_text("{}\n")
+    linked = tmp_path / "linked"
+    (linked / "sub").mkdir(parents=True)
+    (linked / "args.json").write_text("{}")
+    (linked / "log.jsonl").write_text("{}\n")
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "step_2.jsonl").write_text("{}\n")
+    os.symlink(tmp_path / "kept", linked / "rollouts")  # a run whose rollouts folder is a link to a plain folder
+    for path in (other / "log.jsonl", other / "args.json", other / "rollouts" / "step_2.jsonl",
+                 linked / "rollouts" / "step_2.jsonl"):
+        before = path.read_text()
+        with pytest.raises(SystemExit, match=f"{re.escape(str(path))} is one of the run's own files .*the run in "):
+            show.main([out, "--out", str(path)])
+        assert path.read_text() == before
+    os.link(os.path.join(out, "rollouts", "step_1.jsonl"), tmp_path / "copy.jsonl")
+    with pytest.raises(SystemExit, match="is the same file as one the page reads"):
+        show.main([out, "--out", str(tmp_path / "copy.jsonl")])
+    assert os.path.exists(show.main([out, "--out", str(other / "page.html")]))  # beside a run's files: fine
 
 
 @pytest.mark.parametrize("row, message", [

@@ -253,6 +253,29 @@ def crash_at(monkeypatch, at):
     monkeypatch.setattr(checkpoint, "save_checkpoint", real_save)
 
 
+def test_a_second_ctrl_c_while_the_run_stops_is_the_same_one_line(tmp_path, tiny_model_dir, monkeypatch):
+    """The first Ctrl-C stops the run; a second, while it checks its folder and writes its line,
+    is ignored (it was a KeyboardInterrupt traceback, 1 of 3 tries during a checkpoint write)."""
+    import signal
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "twice", "--steps", "1")
+
+    def stopped(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train, "train", stopped)
+    monkeypatch.setattr(checkpoint, "still_ours", lambda out: os.kill(os.getpid(), signal.SIGINT))  # the second
+    with pytest.raises(SystemExit, match="stopped \\(Ctrl-C\\). No checkpoint yet"):
+        train.main(flags)
+    from machinery.cli import one_line
+
+    @one_line
+    def tool():
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with pytest.raises(SystemExit, match="stopped \\(Ctrl-C\\)"):
+        tool()
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # the tools' one line, too, is not cut by a second
+
+
 def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path, answering_model_dir, monkeypatch):
     trains = ("--steps", "4", "--num-generations", "4", "--beta", "0.04")  # a gradient at every step
     full, flags = tiny_run(tmp_path, answering_model_dir, "full", *trains)

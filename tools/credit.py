@@ -521,10 +521,10 @@ def main(argv=None):
     for flag, path in (("--json", ours.json), ("--png", ours.png)):  # before the 20 minutes, not after them
         if path:
             output.check(path, flag)
-        if path and any(os.path.realpath(path) == os.path.realpath(source) for source in ours.sources or ()):
+        if path and any(output.same_file(path, source) for source in ours.sources or ()):
             raise SystemExit(f"{flag} {path} is a --from file: writing it would replace the measurement it reads; "
                              "give another file")
-    if ours.json and ours.png and os.path.realpath(ours.json) == os.path.realpath(ours.png):
+    if ours.json and ours.png and output.same_file(ours.json, ours.png):
         raise SystemExit(f"--json and --png both name {ours.json}: the picture would overwrite the measurement; "
                          "give two files")
     if ours.png and (why := picture_problem(ours.png)):

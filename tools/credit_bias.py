@@ -52,7 +52,8 @@ from machinery.records import read_json
 from policy import BUNDLED, pick_device, play_episodes, turn_generator
 from tools import output
 from machinery import precision
-from tools.credit import ESTIMATORS, NAMES, TARGETS, cpu_name, interval, kind_of, replay_prefix, true_advantages
+from tools.credit import (BOOTSTRAP, ESTIMATORS, KINDS, NAMES, TARGETS, cpu_name, interval, kind_of, replay_prefix,
+                          true_advantages)
 from tools.credit_gradient import cluster_weights
 
 TERMS = ("norm(R^T_1)", "norm(R^T_2)", "norm(R^O)")  # what MT-GRPO adds up at K = 3 (alpha 1)
@@ -335,22 +336,47 @@ def measure(ours, args):
 
 
 def read_state_result(path):
-    """A --json file of this tool, read as data: one line naming what is wrong."""
-    result = read_json(path)
+    """A --json file of this tool, read as data (as credit_report.read_result reads credit.py's):
+    the first problem stops with one line naming the file, the record and the key."""
     try:
-        records = result["records"]
-        for r in records:
-            assert isinstance(r["cluster"], int) and isinstance(r["continuations"], list)
-            for c in r["continuations"]:
-                assert c["kind"] in ("call", "answer", "neither", "last") and isinstance(c["return"], (int, float))
-                assert c["adv"] and set(c["adv"]) <= set(ESTIMATORS["search"])  # an older table's file: fewer
-                assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in c["adv"].values())
-                assert set(c["terms"]) == {"norm(R^T_2)", "norm(R^O)"}
-        assert 10 <= result["settings"]["bootstrap"] <= 100_000
-    except (KeyError, TypeError, AssertionError):
-        raise SystemExit(f"{path}: not a measurement of tools/credit_bias.py (records with continuations, "
-                         "each a kind, a return, advantages and terms; settings with bootstrap)") from None
+        result = read_json(path, {"settings": dict, "records": list})
+        why = state_result_problem(result)
+    except ValueError as e:  # read_json's one line names the file first
+        why = str(e).removeprefix(path).removeprefix(":").strip()
+    if why:
+        raise SystemExit(f"{path} is not a tools/credit_bias.py --json file: {why}; "
+                         "make one with python tools/credit_bias.py --json FILE")
     return result
+
+
+def number_ok(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def state_result_problem(result):
+    """What is wrong with a read --json object, or None: the bootstrap, then record by record,
+    continuation by continuation: its kind, a finite return, finite advantages of this table's
+    estimators, and MT-GRPO's two terms."""
+    draws = result["settings"].get("bootstrap")
+    if not (isinstance(draws, int) and not isinstance(draws, bool) and BOOTSTRAP[0] <= draws <= BOOTSTRAP[1]):
+        return f"settings: 'bootstrap' must be a whole number from {BOOTSTRAP[0]} to {BOOTSTRAP[1]}, got {json.dumps(draws)[:40]}"
+    for i, r in enumerate(result["records"]):
+        where = f"record {i}"
+        if not (isinstance(r, dict) and isinstance(r.get("cluster"), int) and not isinstance(r["cluster"], bool)
+                and r["cluster"] >= 0 and isinstance(r.get("continuations"), list)):
+            return f"{where} must be an object with a cluster (a whole number) and a list of continuations"
+        for j, c in enumerate(r["continuations"]):
+            at, adv, terms = f"{where}, continuation {j}", (c or {}).get("adv"), (c or {}).get("terms")
+            if not isinstance(c, dict) or c.get("kind") not in KINDS:
+                return f"{at}: 'kind' must be {' or '.join(KINDS)}"
+            if not number_ok(c.get("return")):
+                return f"{at}: 'return' must be a finite number, got {json.dumps(c.get('return'))[:40]}"
+            if not (isinstance(adv, dict) and adv and set(adv) <= set(ESTIMATORS["search"])
+                    and all(map(number_ok, adv.values()))):  # an older table's file holds fewer
+                return f"{at}: 'adv' must be finite numbers keyed by {', '.join(ESTIMATORS['search'])}, got {json.dumps(adv)[:40]}"
+            if not (isinstance(terms, dict) and set(terms) == {"norm(R^T_2)", "norm(R^O)"} and all(map(number_ok, terms.values()))):
+                return f"{at}: 'terms' must be finite numbers keyed by norm(R^T_2) and norm(R^O), got {json.dumps(terms)[:40]}"
+    return None
 
 
 @one_line
@@ -358,7 +384,7 @@ def main(argv=None):
     ours, args = parse_args(sys.argv[1:] if argv is None else argv)
     if ours.json:
         output.check(ours.json, "--json")
-        if ours.source and os.path.realpath(ours.json) == os.path.realpath(ours.source):
+        if ours.source and output.same_file(ours.json, ours.source):
             raise SystemExit(f"--json {ours.json} is the --from file: writing it would replace the measurement it "
                              "reads; give another file")
     result = read_state_result(ours.source) if ours.source else measure(ours, args)

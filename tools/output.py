@@ -55,11 +55,47 @@ def creatable(folder):
 
 
 def check(path, flag="", fix=None, folder=False):
-    """SystemExit, one line naming flag and path and what to do, if `path` cannot be written."""
+    """SystemExit, one line naming flag and path and what to do, if `path` cannot be written, or is
+    a file of a train.py run (run_owning): no tool writes over a run."""
     why = problem(path, folder)
     if why:
         fix = fix or ("give a file name" if why.startswith("is ") and not folder else "give another path")
         raise SystemExit(f"{flag + ' ' if flag else ''}{path} {why}; {fix}")
+    if not folder and (run := run_owning(path)):
+        raise SystemExit(f"{flag + ' ' if flag else ''}{path} is one of the run's own files (its log, args, rollouts, "
+                         f"checkpoints or trackers; the run in {run}): writing it would replace it; give a file elsewhere")
+
+
+RUN_FILES = ("log.jsonl", "args.json", "trackers.json", "rollouts", "checkpoint", "checkpoint.old", "checkpoint.tmp",
+             "tensorboard", "wandb")  # what a train.py run keeps in its folder (machinery/checkpoint.py)
+
+
+def run_owning(path):
+    """The run folder (one holding args.json and log.jsonl) of which `path` is one of its own files
+    (RUN_FILES, or anything in its folders), or None. The path is looked at as written and with
+    every link resolved, so a link into a run's folder counts, and so does a run's folder reached
+    through a link."""
+    for where in {os.path.abspath(path), os.path.realpath(path)}:
+        folder = os.path.dirname(where)
+        while True:
+            first = os.path.relpath(where, folder).split(os.sep)[0]
+            if first in RUN_FILES and all(os.path.isfile(os.path.join(folder, n)) for n in ("args.json", "log.jsonl")):
+                return folder
+            if os.path.dirname(folder) == folder:
+                break
+            folder = os.path.dirname(folder)
+    return None
+
+
+def same_file(a, b):
+    """Whether paths a and b name one file: the same path once links are resolved, or, both existing,
+    the same device and inode (a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def write_text(path, text):

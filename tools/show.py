@@ -313,6 +313,9 @@ def main(argv=None):
     if a.file and run_file(a.out, path):
         raise SystemExit(f"--out {path} is one of the run's own files (its log, args, rollouts, checkpoints or "
                          "trackers): the page would replace it; give a file elsewhere")
+    if a.file and any(output.same_file(path, f) for f in (os.path.join(a.out, "log.jsonl"),
+                                                         os.path.join(a.out, "args.json"), steps[step])):
+        raise SystemExit(f"--out {path} is the same file as one the page reads: it would replace it; give a file elsewhere")
     rows = read_rollouts(steps[step])
     if a.tree:
         groups = level_groups(rows, a.level)
