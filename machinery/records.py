@@ -29,6 +29,19 @@ def read_json(path, types=None):
     return record
 
 
+def read_checked(path, types, problem_of, tool):
+    """read_json, then problem_of(record) (what is wrong, or None); either's problem stops with one
+    line naming the file and the tool that makes such files."""
+    try:
+        record = read_json(path, types)
+        why = problem_of(record)
+    except ValueError as e:  # read_json's one line names the file first
+        why = str(e).removeprefix(path).removeprefix(":").strip()
+    if why:
+        raise SystemExit(f"{path} is not a {tool} --json file: {why}; make one with python {tool} --json FILE")
+    return record
+
+
 def read_jsonl(path, types, problem_of=lambda record: None, cut_end=False, empty=False):
     """The records of a UTF-8 JSONL file (a leading BOM and blank lines skipped), each an object
     whose keys have the given types ({key: type}) and for which problem_of finds nothing wrong;

@@ -48,7 +48,7 @@ import mtgrpo
 import rewards
 import train
 from machinery.cli import one_line
-from machinery.records import read_json
+from machinery.records import read_checked
 from policy import BUNDLED, pick_device, play_episodes, turn_generator
 from tools import output
 from machinery import precision
@@ -338,15 +338,7 @@ def measure(ours, args):
 def read_state_result(path):
     """A --json file of this tool, read as data (as credit_report.read_result reads credit.py's):
     the first problem stops with one line naming the file, the record and the key."""
-    try:
-        result = read_json(path, {"settings": dict, "records": list})
-        why = state_result_problem(result)
-    except ValueError as e:  # read_json's one line names the file first
-        why = str(e).removeprefix(path).removeprefix(":").strip()
-    if why:
-        raise SystemExit(f"{path} is not a tools/credit_bias.py --json file: {why}; "
-                         "make one with python tools/credit_bias.py --json FILE")
-    return result
+    return read_checked(path, {"settings": dict, "records": list}, state_result_problem, "tools/credit_bias.py")
 
 
 def number_ok(x):

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from machinery.records import read_json
+from machinery.records import read_checked
 from tools.credit import BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, pearson, true_advantages
 from tools.credit_bias import across_table, call_bias
 
@@ -193,15 +193,7 @@ def read_result(path):
     """A --json file, read as data: its settings and every record checked for what the tables and
     figures read (types, ranges, finite numbers); the first problem stops with one line naming
     the file, the record and the key."""
-    try:
-        result = read_json(path, {"settings": dict, "records": list})
-        why = result_problem(result)
-    except ValueError as e:  # read_json's one line names the file first
-        why = str(e).removeprefix(path).removeprefix(":").strip()
-    if why:
-        raise SystemExit(f"{path} is not a tools/credit.py --json file: {why}; "
-                         "make one with python tools/credit.py --json FILE")
-    return result
+    return read_checked(path, {"settings": dict, "records": list}, result_problem, "tools/credit.py")
 
 
 def finite(x):
