@@ -15,6 +15,7 @@ import os
 import torch
 
 PROC_MEMINFO, PROC_CGROUP, CGROUP_ROOT = "/proc/meminfo", "/proc/self/cgroup", "/sys/fs/cgroup"  # Linux's
+PROC_STATM = "/proc/self/statm"
 ROW_TOKENS = 4  # x max_completion_length: a search row's two turns and the tool result between them
 MOST_ROWS = {"cpu": 8, "cuda": 32}  # beyond these a larger micro-batch measured no faster (docs/benchmarks.md)
 
@@ -47,28 +48,54 @@ def free_bytes(device):
 
 
 def cgroup_room():
-    """(limit - usage, which files) of this process's memory cgroup, or None where it has no limit
-    or none can be read: v2 memory.max and memory.current, else v1 memory.limit_in_bytes and
-    memory.usage_in_bytes, in the cgroup /proc/self/cgroup names under CGROUP_ROOT."""
+    """(room, which files) under the tightest memory limit of this process's cgroup and of every
+    cgroup above it (a limit set on a parent binds as well), or None where none has a limit or none
+    can be read: v2 memory.max and memory.current, else v1 memory.limit_in_bytes and
+    memory.usage_in_bytes, from the cgroup /proc/self/cgroup names under CGROUP_ROOT up to the root.
+    room = limit - usage; where the usage cannot be read, limit - what this process holds already
+    (its resident memory), never the host's memory."""
     try:
         with open(PROC_CGROUP) as f:
             lines = [line.strip().split(":", 2) for line in f if line.count(":") >= 2]
     except OSError:
         return None
+    tightest = None
     for hierarchy, controllers, path in lines:
         v2 = hierarchy == "0" and controllers == ""
         if not v2 and "memory" not in controllers.split(","):
             continue
-        folder = os.path.join(CGROUP_ROOT, "" if v2 else "memory", path.lstrip("/"))
         names = ("memory.max", "memory.current") if v2 else ("memory.limit_in_bytes", "memory.usage_in_bytes")
-        try:
-            limit, usage = (open(os.path.join(folder, n)).read().strip() for n in names)
-            limit, usage = int(limit), int(usage)  # v2's "max" (no limit) is not a number
-        except (OSError, ValueError):
-            continue
-        if limit < 2 ** 60:  # v1 writes its "no limit" as a number near 2^63
-            return max(limit - usage, 0), f"the memory cgroup's {names[0]} - {names[1]}"
-    return None
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):  # this cgroup, then each parent
+            folder = os.path.join(CGROUP_ROOT, "" if v2 else "memory", *parts[:depth])
+            limit, usage = (read_number(os.path.join(folder, n)) for n in names)
+            if limit is None or limit >= 2 ** 60:  # v2's "max", v1's "no limit" near 2^63, or unreadable
+                continue
+            of = "" if depth == len(parts) else f" of {'/' + '/'.join(parts[:depth])}"
+            where = f"the memory cgroup's {names[0]} - {names[1]}{of}"
+            if usage is None:
+                usage, where = resident_bytes(), f"the memory cgroup's {names[0]}{of} - this process's memory ({names[1]} unreadable)"
+            if tightest is None or limit - usage < tightest[0]:
+                tightest = (max(limit - usage, 0), where)
+    return tightest
+
+
+def read_number(path):
+    """The whole number in a cgroup file, or None (no file, unreadable, or "max")."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def resident_bytes():
+    """What this process holds in memory now (resident pages, /proc/self/statm), 0 if unreadable."""
+    try:
+        with open(PROC_STATM) as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def auto_micro_batch(model, device, max_completion_length):

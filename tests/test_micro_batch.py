@@ -1,8 +1,10 @@
 """--micro-batch-size auto (machinery/micro_batch.py): the most rows, up to 8 on a CPU and 32 on a GPU,
 whose activations fit half the free memory; parsed from the command line and chosen once the
 models are loaded."""
-import pytest
+import os
 from types import SimpleNamespace
+
+import pytest
 
 import train
 from machinery import micro_batch
@@ -82,6 +84,8 @@ def fake_linux(tmp_path, monkeypatch, available_kib, cgroup_line, files):
     monkeypatch.setattr(micro_batch, "PROC_MEMINFO", str(tmp_path / "meminfo"))
     monkeypatch.setattr(micro_batch, "PROC_CGROUP", str(tmp_path / "cgroup"))
     monkeypatch.setattr(micro_batch, "CGROUP_ROOT", str(tmp_path / "sys"))
+    (tmp_path / "statm").write_text("100000 65536 1000 10 0 5000 0\n")
+    monkeypatch.setattr(micro_batch, "PROC_STATM", str(tmp_path / "statm"))
 
 
 GIB = 2 ** 30
@@ -100,7 +104,18 @@ GIB = 2 ** 30
     ("7:memory:/", {"memory/memory.limit_in_bytes": str(2 ** 63 - 4096), "memory/memory.usage_in_bytes": "1"},  # v1 unlimited
      (int(17.9 * GIB) // 1024 * 1024, "MemAvailable")),
     ("0::/big", {"big/memory.max": str(64 * GIB), "big/memory.current": "0"},  # a limit above what is free
-     (int(17.9 * GIB) // 1024 * 1024, "MemAvailable"))])
+     (int(17.9 * GIB) // 1024 * 1024, "MemAvailable")),
+    # the limit on a parent cgroup, the process's own memory.max "max": 1 GiB - 0.25 GiB, not the host's
+    ("0::/slurm/job1", {"slurm/memory.max": str(GIB), "slurm/memory.current": str(GIB // 4),
+                        "slurm/job1/memory.max": "max", "slurm/job1/memory.current": str(GIB // 8)},
+     (3 * GIB // 4, "the memory cgroup's memory.max - memory.current of /slurm")),
+    # the tighter of two limits: the process's own 2 GiB (1.5 left) and its parent's 8 GiB (7 left)
+    ("0::/a/b", {"a/memory.max": str(8 * GIB), "a/memory.current": str(GIB), "a/b/memory.max": str(2 * GIB),
+                 "a/b/memory.current": str(GIB // 2)}, (3 * GIB // 2, "the memory cgroup's memory.max - memory.current")),
+    # memory.current unreadable: the limit less what the process holds (statm: 65536 pages resident)
+    ("0::/job", {"job/memory.max": str(GIB)},
+     (GIB - 65536 * os.sysconf("SC_PAGE_SIZE"),
+      "the memory cgroup's memory.max - this process's memory (memory.current unreadable)"))])
 def test_auto_in_a_container_reads_its_memory_cgroup(tmp_path, monkeypatch, capsys, cgroup_line, files, want):
     """Inside a memory cgroup (docker -m, Slurm, Kubernetes) the host's MemAvailable is not what the
     run may use: the smaller of it and the cgroup's limit less its usage, and the line says which."""
