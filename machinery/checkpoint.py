@@ -10,7 +10,9 @@ also checks, before each of its writes, that its folder is still the one it lock
 if someone deleted or replaced it, the run stops with one line and writes nothing more, so a new
 run on that path never shares a folder with it. On Linux every write goes through the held folder
 itself (inside: /proc/self/fd/N/...), so not even a replacement between that check and the write
-can receive a byte of this run.
+can receive a byte of this run. The folder is held by the path the run was given, not by where a
+link led: if the link is re-pointed, or the folder moved, the run stops and says where its folder
+is now.
 
 OUT/checkpoint is one Hugging Face folder (a shared policy; `from_pretrained` loads it) or one
 subfolder per role (per-role policies), plus trainer_state.pt: the step, the optimizers, and the
@@ -36,7 +38,7 @@ try:
 except ImportError:  # Windows: no fcntl, so runs there are not locked (and no ulimit -f)
     fcntl = resource = None
 
-HELD = {}  # run folder (its real path) -> the folder held open and locked (a file descriptor)
+HELD = {}  # run folder (its path as given, made absolute; links not resolved) -> the folder held open and locked
 
 
 # ---------------------------------------------------------------- one writer per run folder
@@ -46,7 +48,7 @@ def claim(out, make=True):
     the folder if it is not there; without it a folder not made yet is left unlocked (train.py
     takes the lock with make=False before loading anything, and again, making the folder, at its
     first write)."""
-    key = os.path.realpath(out)
+    key = os.path.abspath(out)  # the path, not where a link leads now: a re-pointed link is caught by still_ours
     if fcntl is None or key in HELD or not (make or os.path.isdir(out)):
         return
     try:
@@ -81,17 +83,32 @@ def holder(fd):
 def still_ours(out):
     """Stop with one line if OUT is no longer the folder this process claimed (deleted, or
     deleted and made again): writing on would recreate it or write into another run."""
-    held = HELD.get(os.path.realpath(out))
+    held = HELD.get(os.path.abspath(out))
     if held is None:
         return
+    ours = os.fstat(held)
     try:
-        folder, ours = os.stat(out), os.fstat(held)
+        folder = os.stat(out)
         same = (folder.st_dev, folder.st_ino) == (ours.st_dev, ours.st_ino) and ours.st_nlink > 0
     except OSError:
         same = False
-    if not same:
+    if same:
+        return
+    now = held_path(held) if ours.st_nlink > 0 else None
+    if now is None:
         raise SystemExit(f"the run folder {out} was deleted or replaced while this run trained: stopped "
                          "without writing more (its lock is released; start a new run there if you wish)")
+    raise SystemExit(f"the run folder {out} now leads to another folder (moved, or a link re-pointed); this run's "
+                     f"folder is {now}: stopped without writing more; continue it with python train.py --resume {now}")
+
+
+def held_path(fd):
+    """Where the folder held open as fd is now (Linux: /proc/self/fd/N), or None where that cannot be read."""
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    return path if os.path.isdir(path) else None
 
 
 def inside(out, *names):
@@ -102,7 +119,7 @@ def inside(out, *names):
     check and the write. Elsewhere (macOS, Windows, a folder not claimed) the plain path, and
     still_ours alone guards the writes."""
     still_ours(out)
-    fd = HELD.get(os.path.realpath(out))
+    fd = HELD.get(os.path.abspath(out))
     if fd is not None and os.path.isdir(f"/proc/self/fd/{fd}"):
         return os.path.join(f"/proc/self/fd/{fd}", *names)
     return os.path.join(out, *names)

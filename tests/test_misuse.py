@@ -44,7 +44,7 @@ def test_a_lock_link_in_a_copied_folder_is_never_followed(tmp_path):
     run.mkdir()
     os.symlink(victim, run / ".lock")
     checkpoint.claim(str(run))
-    assert victim.read_text() == "precious\n" and os.path.realpath(str(run)) in checkpoint.HELD
+    assert victim.read_text() == "precious\n" and os.path.abspath(str(run)) in checkpoint.HELD
 
 
 def test_a_deleted_live_folder_never_gets_a_second_writer(tmp_path):
@@ -67,7 +67,7 @@ def test_a_deleted_live_folder_never_gets_a_second_writer(tmp_path):
     finally:
         holder.kill()
         holder.wait()
-        checkpoint.HELD.pop(os.path.realpath(str(run)), None)
+        checkpoint.HELD.pop(os.path.abspath(str(run)), None)
 
 
 def holding(run, **popen):
@@ -83,7 +83,7 @@ def refused(path, pid):
         with pytest.raises(SystemExit, match=rf"is in use by another process \(pid {pid}\)"):
             checkpoint.claim(str(path))
     finally:
-        checkpoint.HELD.pop(os.path.realpath(str(path)), None)
+        checkpoint.HELD.pop(os.path.abspath(str(path)), None)
 
 
 def test_one_writer_whoever_asks(tmp_path):
@@ -131,6 +131,39 @@ def test_one_writer_across_users():
         other.kill()
         other.wait()
         shutil.rmtree(shared)
+
+
+def test_a_re_pointed_link_or_a_moved_folder_redirects_no_write(tmp_path):
+    """--out L, a link to A: after `ln -sfn B L` the rest of a run went into B (no lock there, exit 0).
+    The run holds its folder by the path it was given; every kind of write through L stops, names
+    A, and B stays empty. A folder moved away is found where it went."""
+    a, b, link = tmp_path / "A", tmp_path / "B", tmp_path / "L"
+    a.mkdir()
+    b.mkdir()
+    os.symlink(a, link)
+    checkpoint.claim(str(link))
+    try:
+        checkpoint.save_args({"steps": 1}, str(link))  # through the link while it leads to A: A gets it
+        assert (a / "args.json").exists()
+        os.remove(link)
+        os.symlink(b, link)  # re-pointed
+        writes = [lambda: checkpoint.save_args({"steps": 2}, str(link)),
+                  lambda: checkpoint.save_json({}, str(link), "trackers.json"),
+                  lambda: checkpoint.save_rollouts([], None, os.path.join(link, "rollouts", "step_2.jsonl")),
+                  lambda: checkpoint.save_checkpoint({}, None, {}, 2, None, str(link)),
+                  lambda: checkpoint.inside(str(link), "log.jsonl")]
+        for write in writes:
+            with pytest.raises(SystemExit, match=f"the run folder {link} now leads to another folder .*this run's folder "
+                                                 f"is {a}: .*--resume {a}"):
+                write()
+        assert os.listdir(b) == []
+        os.remove(link)
+        os.symlink(a, link)
+        os.rename(a, tmp_path / "A2")  # moved within the file system
+        with pytest.raises(SystemExit, match=f"this run's folder is {tmp_path / 'A2'}"):
+            checkpoint.save_args({"steps": 3}, str(link))
+    finally:
+        os.close(checkpoint.HELD.pop(os.path.abspath(str(link))))
 
 
 def test_this_run_stops_when_its_folder_is_deleted_or_replaced(tmp_path):
