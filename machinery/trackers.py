@@ -115,10 +115,22 @@ def read_state(out, logged=None):
     except ValueError as e:
         raise SystemExit(f"{e}; fix it, or delete it to start new tracker runs (the steps are sent again)") from None
     if state.get("folder", here) != here:  # made before the identity was kept: taken as this folder's
-        print(f"note: {path} came from another run folder (a copy): new tracker runs for this one, which "
-              "get the whole log")
-        return {"id": secrets.token_hex(4), "sent": {}, "folder": here}
+        # TensorBoard's run is its folder, and the copy brought it: it goes on from what it holds
+        kept = {"tensorboard": state["sent"]["tensorboard"]} if "tensorboard" in state["sent"] and events(out) else {}
+        if path not in NOTED:  # asked again later in the same run: one note
+            NOTED.add(path)
+            print(f"note: {path} came from another run folder (a copy): new tracker runs for this one, which "
+                  "get the whole log" + ("; TensorBoard's folder came with the copy and goes on" if kept else ""))
+        return {"id": secrets.token_hex(4), "sent": kept, "folder": here}
     return {**state, "folder": here}
+
+
+NOTED = set()  # the trackers.json files whose copy note was printed
+
+
+def events(out):
+    """The event files in OUT/tensorboard (none: the folder was deleted, or never made)."""
+    return glob.glob(os.path.join(out, "tensorboard", "events.out.tfevents.*"))
 
 
 def folder_id(out):
@@ -151,8 +163,8 @@ class Follow:
         self.live[name] = TRACKERS[name](self.out, self.state["id"], flags, sent.get(name))
         held = self.live[name].held()
         if name in sent and held is not None and held < sent[name]:
-            tqdm.write(f"note: {name} holds steps up to {held}, not {sent[name]} (lost at a kill): they are sent again",
-                       file=sys.stderr)
+            tqdm.write(f"note: {name} holds steps up to {held}, not {sent[name]} (lost at a kill, or its folder "
+                       "deleted): they are sent again", file=sys.stderr)
             sent[name] = held
 
     def attempt(self, name, what, act):
@@ -219,16 +231,19 @@ class TensorBoard:
         from torch.utils.tensorboard import SummaryWriter
         from torch.utils.tensorboard.summary import hparams
         folder = checkpoint.inside(out, "tensorboard")
+        self.had = bool(events(out))  # none, though steps were sent: the folder was deleted, so they are sent again
         writable(folder)  # its writer fails in a thread of its own, with a traceback, not here
         # purge_step: events past the last step taken (a kill after writing them) are dropped
         self.writer = SummaryWriter(folder, purge_step=None if last is None else last + 1)
-        if last is None:  # a new run: its flags, once
+        if not self.had:  # a new folder (a new run, or its folder deleted): its flags, once
             for summary in hparams(flags, {}):
                 self.writer.file_writer.add_summary(summary)
         print(f"TensorBoard: watch it with: tensorboard --logdir {os.path.join(out, 'tensorboard')}")
 
     def held(self):
-        return None  # it flushes every step, and purge_step drops what lies past trackers.json's count
+        """None (it flushes every step, and purge_step drops what lies past trackers.json's count),
+        or -1 where its folder held no events when it opened."""
+        return None if self.had else -1
 
     def log(self, step, values, tables):
         for key, value in values.items():

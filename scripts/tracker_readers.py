@@ -17,7 +17,11 @@ def read_tensorboard(out):
     got = [(e.step, t, e.value) for t in ea.Tags()["scalars"] for e in ea.Scalars(t)]
     got += [(e.step, t[:-len("/text_summary")], e.tensor_proto.string_val[0].decode())
             for t in ea.Tags()["tensors"] for e in ea.Tensors(t)]
-    return got, ea.PluginTagToContent("hparams")
+    try:
+        hparams = ea.PluginTagToContent("hparams")
+    except KeyError:  # a folder whose writer wrote no flags
+        hparams = {}
+    return got, hparams
 
 
 def read_wandb(out, names=None):

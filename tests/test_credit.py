@@ -568,12 +568,17 @@ def test_every_committed_measurement_loads_and_reproduces():
     import glob
     import os
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
-    assert len(paths) == 17  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
-    # the field's estimators at step 0 (two turns, K = 3)
+    assert len(paths) == 20  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
+    # the field's estimators at step 0 (two turns, K = 3) and on three trained checkpoints (two turns, K = 3 twice)
+    import copy
     for path in paths:
         result = credit_report.read_result(path)
         figures = credit.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
         assert same_figures(json.loads(json.dumps(figures)), result["figures"]), path
+        if all("states" in r.get("group", {}) and "info_gain" in r["group"] for r in result["records"]):
+            again = copy.deepcopy(result)  # every estimator of the table, from the raw rewards and inputs kept
+            assert credit.rescore(again, credit.ESTIMATORS["search"]) == [], path
+            assert all(a["adv"] == pytest.approx(b["adv"], abs=1e-12) for a, b in zip(again["records"], result["records"]))
         if "gram" in result:  # the update's cosines, from the kept Gram matrix
             assert same_figures(json.loads(json.dumps(credit.update(result))), result["update"]), path
 
@@ -585,7 +590,7 @@ def test_the_committed_within_state_measurement_reproduces():
     import os
     from tools import credit_bias
     paths = glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "within-state", "*.json"))
-    assert len(paths) == 1
+    assert len(paths) == 3  # the first K = 3 checkpoint; both retrained ones, with the field's estimators
     for path in paths:
         result = credit_bias.read_state_result(path)
         figures = credit_bias.inside(result["records"], result["settings"]["bootstrap"])

@@ -321,6 +321,27 @@ def test_resume_goes_on_in_the_same_tracker_runs_with_no_step_twice(tmp_path, ti
     assert len(records) == 1  # one Trackio run (one run id), continued
 
 
+@pytest.mark.trackers("tensorboard")
+def test_tensorboard_is_whole_after_its_folder_is_deleted_or_the_run_copied(tmp_path, tiny_model_dir, capsys):
+    """rm -rf RUN/tensorboard, then --resume: TensorBoard held the new step only. cp -a RUN COPY,
+    rm -rf RUN, --resume COPY: steps [1, 1, 2, 2, 3] and the copy note three times. Now every step
+    once, the note once, and the project's reader reads both folders."""
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "2", "--eval-every", "0", "--report-to", "tensorboard")
+    train.main(flags)
+    shutil.rmtree(os.path.join(out, "tensorboard"))
+    train.main(["--resume", out, "--steps", "3"])
+    assert "note: tensorboard holds steps up to -1, not 2" in capsys.readouterr().err
+    assert sorted({s for s, t, _ in read_tensorboard(out)[0] if t == "train/loss"}) == [1, 2, 3]
+    copy = str(tmp_path / "copy")
+    shutil.copytree(out, copy, symlinks=True)
+    shutil.rmtree(out)
+    train.main(["--resume", copy, "--steps", "4"])
+    assert capsys.readouterr().out.count("came from another run folder") == 1
+    steps = [s for s, t, _ in read_tensorboard(copy)[0] if t == "train/loss"]
+    assert sorted(steps) == [1, 2, 3, 4]  # no step twice
+    assert_holds(read_tensorboard(copy)[0], copy, rel=1e-6)
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.trackers(n)) for n in ("wandb", "trackio")])
 def test_steps_a_kill_lost_are_sent_again_once(tmp_path, tiny_model_dir, name, capsys):
     """W&B and Trackio write in the background: a SIGKILL loses what they had not written, though
@@ -341,7 +362,7 @@ def test_steps_a_kill_lost_are_sent_again_once(tmp_path, tiny_model_dir, name, c
         held = 0
     capsys.readouterr()
     train.main(["--resume", out, "--steps", "3"])
-    assert f"note: {name} holds steps up to {held}, not 2 (lost at a kill): they are sent again" in capsys.readouterr().err
+    assert f"note: {name} holds steps up to {held}, not 2 (lost at a kill, or its folder deleted): they are sent again" in capsys.readouterr().err
     assert_holds(READ[name](out), out)  # every step once, none missing
 
 
