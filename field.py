@@ -12,7 +12,6 @@ its last turn T: a turn that answers earns the outcome, a turn that calls earns 
 """
 import torch
 
-import loss
 from mtgrpo import group_norm, turn_advantages
 from sample import Sample
 
@@ -137,11 +136,13 @@ def anchor_state_groups(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="
 
 
 # ---------------------------------------------------------------- IGPO's information-gain turn reward
-def gold_probabilities(model, tok, contexts, gold, temperature=1.0, micro_batch_size=8, bf16=True):
+def gold_probabilities(model, tok, contexts, gold, fill_logprobs, temperature=1.0, micro_batch_size=8, bf16=True):
     """p = exp(mean log pi(gold tokens)) after each context, the answer teacher-forced as
     <answer>gold</answer> (IGPO, GuoqingWang1/IGPO at bff163b, scrl/llm_agent/generation.py lines
     295-423: the mean over the gold answer's tokens, under the current policy). contexts: token id
-    lists; gold: one text per context. Equal contexts are computed once."""
+    lists; gold: one text per context. Equal contexts are computed once. fill_logprobs is
+    loss.fill_logprobs, passed in: config.py reads this file through estimators.py, and nothing
+    config reaches may reach the update."""
     enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     opening, closing = enc("<answer>"), enc("</answer>")
     wanted = {}
@@ -150,21 +151,21 @@ def gold_probabilities(model, tok, contexts, gold, temperature=1.0, micro_batch_
     rows = [Sample(ids=list(c) + opening + enc(g) + closing, mask=[], adv=[]) for c, g in wanted]
     for s in rows:
         s.mask = s.adv = [0] * len(s.ids)
-    loss.fill_logprobs(model, rows, "old_logp", temperature, micro_batch_size, bf16)
+    fill_logprobs(model, rows, "old_logp", temperature, micro_batch_size, bf16)
     for (c, g), s in zip(wanted, rows):
         start, n = len(c) + len(opening), len(enc(g))  # the gold tokens; old_logp[t] scores token t + 1
         wanted[c, g] = torch.tensor(s.old_logp[start - 1:start - 1 + n], dtype=torch.float64).mean().exp().item()
     return [wanted[tuple(c), g] for c, g in zip(contexts, gold)]
 
 
-def info_gains(model, tok, samples, answers, K, args):
+def info_gains(model, tok, samples, answers, K, args, fill_logprobs):
     """(episodes, K-1) IGPO's turn rewards R^T_k = p_k - p_{k-1} for each turn k that did not end its
     episode (0 after), p_k the gold answer's probability (gold_probabilities) once turn k's result
     is in the context, p_0 before turn 1. The context is the prompt turn k+1 was sampled from,
     without the prefill; the gold answer is the question's first."""
     cut = len(tok(args.prefill, add_special_tokens=False)["input_ids"]) if args.prefill else 0
     contexts = [(i, s.ids[:start - cut]) for i, s in enumerate(samples) for start in s.starts]
-    p = gold_probabilities(model, tok, [c for _, c in contexts], [answers[i][0] for i, _ in contexts],
+    p = gold_probabilities(model, tok, [c for _, c in contexts], [answers[i][0] for i, _ in contexts], fill_logprobs,
                            args.temperature, args.micro_batch_size or 8, args.bf16)  # 0: auto, as train sizes it
     gains, at = torch.zeros(len(samples), K - 1, dtype=torch.float64), 0
     for i, s in enumerate(samples):
@@ -186,12 +187,14 @@ def info_gain_turns(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="grou
     return turn_advantages(info_gain, outcome_rewards, "mt", alpha, scale)
 
 
-def inputs(needs, envs, samples, G, model, tok, args):
+def inputs(needs, envs, samples, G, model, tok, args, fill_logprobs=None):
     """What a search row needs beyond its rewards (estimators.Estimator.needs), for one step's
-    episodes (G per question, in order): "states" (anchor_states) and "info_gain" (info_gains)."""
+    episodes (G per question, in order): "states" (anchor_states) and "info_gain" (info_gains,
+    with loss.fill_logprobs)."""
     out, K = {}, args.max_calls + 1
     if "states" in needs:
         out["states"] = anchor_states([[m["content"] for m in e.completion if m["role"] == "user"] for e in envs], G, K)
     if "info_gain" in needs:
-        out["info_gain"] = info_gains(model, tok, samples, [e.answers for e in envs], K, args).view(-1, G, K - 1)
+        out["info_gain"] = info_gains(model, tok, samples, [e.answers for e in envs], K, args,
+                                      fill_logprobs).view(-1, G, K - 1)
     return out

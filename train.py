@@ -42,7 +42,7 @@ import rewards
 import retrieval
 from config import changed_flags, check_out, parse_args
 from loss import fill_logprobs, policy_update
-import sample
+from sample import signal
 from policy import chat_sampler, check_context, fast_path, load_model, load_models, pick_device, play_episodes
 
 from machinery import checkpoint, micro_batch, trackers  # the run folder, --resume, trackers
@@ -88,7 +88,7 @@ def search_step(models, tok, questions, retriever, args):
     R_T, R_O = torch.tensor(turn_r).view(-1, G, args.max_calls), torch.tensor(outcome_r).view(-1, G)
     turns = torch.tensor([e.turns for e in envs]).view(-1, G)  # an episode may answer before turn K
     row = estimators.BY_NAME[args.algo]  # GiGPO's and IGPO's rows need more than the rewards: field.inputs
-    extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args)
+    extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args, fill_logprobs)
     adv = row.fn(R_T, R_O, turns, args.alpha, args.scale_rewards, **extra).view(len(envs), -1)
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
         s.adv, s.mask = mtgrpo.token_advantages(s.turn, adv[i].tolist())
@@ -134,7 +134,7 @@ def update(models, ref, optimizers, samples, args):
             log.update({(k if name == "policy" else f"{k}_{name}"): v for k, v in stats.items()})
     token_adv = torch.tensor([a for s in samples for a, m in zip(s.adv, s.mask) if m])
     return {**log, "adv_mean": token_adv.mean().item(), "adv_std": token_adv.std().item(),
-            **sample.signal(samples), "t_update": time.time() - t0}
+            **signal(samples), "t_update": time.time() - t0}
 
 
 def routed(samples, name):

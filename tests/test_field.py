@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import field
+import loss
 import mtgrpo
 
 R_T = [[[0.7, 0.2], [0.2, 0.0], [0.0, 0.0]]]
@@ -138,7 +139,7 @@ def test_information_gain_rewards_are_differences_of_the_gold_probability(monkey
     monkeypatch.setattr(field, "gold_probabilities", fake)
     samples = [Sample(ids=list(range(14)), starts=[5, 9, 12]), Sample(ids=list(range(10)), starts=[5])]
     args = SimpleNamespace(prefill="a b c", temperature=1.0, micro_batch_size=2, bf16=False)
-    gains = field.info_gains(None, tok, samples, [["Paris"], ["Rome", "Roma"]], 3, args)
+    gains = field.info_gains(None, tok, samples, [["Paris"], ["Rome", "Roma"]], 3, args, None)
     assert gains.flatten().tolist() == pytest.approx([0.4 - 0.1, 0.3 - 0.4, 0.0, 0.0])
     assert seen == [(2, "Paris"), (6, "Paris"), (9, "Paris"), (2, "Rome")]
 
@@ -156,7 +157,7 @@ def test_the_gold_probability_is_the_mean_log_prob_of_the_gold_tokens(tiny_model
     start, n = len(context) + len(enc("<answer>")), len(enc("Paris"))
     want = logp[torch.arange(start - 1, start - 1 + n), ids[0, start:start + n]].double().mean().exp().item()
     got = field.gold_probabilities(model, tokenizer, [context, enc("Hi"), context], ["Paris", "Paris", "Paris"],
-                                   micro_batch_size=2, bf16=False)
+                                   loss.fill_logprobs, micro_batch_size=2, bf16=False)
     assert got[0] == pytest.approx(want, rel=1e-5) and got[2] == got[0] and got[1] != got[0]
     assert 0 < want < 1
 

@@ -235,7 +235,7 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
         samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS, generate=generate)
         turn_r, outcome_r, _ = rewards.score_episodes(envs)
         extra = field.inputs({n for e in ESTIMATORS["search"] for n in estimators.BY_NAME[e].needs}, envs, samples, G,
-                             model, tok, args)
+                             model, tok, args, train.fill_logprobs)
         group = {"turn_rewards": turn_r, "outcome": outcome_r, "turns": [e.turns for e in envs]} | {
             n: v[0].tolist() for n, v in extra.items()}
         adv = search_advantages(group, ESTIMATORS["search"], args.alpha, args.scale_rewards)
