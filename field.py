@@ -147,13 +147,13 @@ def gold_probabilities(model, tok, contexts, gold, fill_logprobs, temperature=1.
     opening, closing = enc("<answer>"), enc("</answer>")
     wanted = {}
     for c, g in zip(contexts, gold):
-        wanted.setdefault((tuple(c), g), None)
-    rows = [Sample(ids=list(c) + opening + enc(g) + closing, mask=[], adv=[]) for c, g in wanted]
+        wanted.setdefault((tuple(c), g), enc(g))
+    rows = [Sample(ids=list(c) + opening + ids + closing, mask=[], adv=[]) for (c, _), ids in wanted.items()]
     for s in rows:
         s.mask = s.adv = [0] * len(s.ids)
     fill_logprobs(model, rows, "old_logp", temperature, micro_batch_size, bf16)
-    for (c, g), s in zip(wanted, rows):
-        start, n = len(c) + len(opening), len(enc(g))  # the gold tokens; old_logp[t] scores token t + 1
+    for ((c, g), ids), s in zip(list(wanted.items()), rows):
+        start, n = len(c) + len(opening), len(ids)  # the gold tokens; old_logp[t] scores token t + 1
         wanted[c, g] = torch.tensor(s.old_logp[start - 1:start - 1 + n], dtype=torch.float64).mean().exp().item()
     return [wanted[tuple(c), g] for c, g in zip(contexts, gold)]
 

@@ -7,6 +7,7 @@ A bad line is always named, never skipped: a log is rewritten by --resume, so a 
 would be a deleted line. The one exception is what a kill leaves: a last line cut short.
 """
 import json
+import math
 import os
 
 
@@ -27,6 +28,11 @@ def read_json(path, types=None):
     if problem:
         raise ValueError(f"{path}: {problem}")
     return record
+
+
+def finite(x):
+    """A JSON number (not a bool) that is finite: what a saved measurement's values must be."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def read_checked(path, types, problem_of, tool):

@@ -31,7 +31,6 @@ units), the mean gaps, and the same split into terms; 95 % intervals over questi
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -48,7 +47,7 @@ import mtgrpo
 import rewards
 import train
 from machinery.cli import one_line
-from machinery.records import read_checked
+from machinery.records import finite, read_checked
 from policy import BUNDLED, pick_device, play_episodes, turn_generator
 from tools import output
 from machinery import precision
@@ -341,10 +340,6 @@ def read_state_result(path):
     return read_checked(path, {"settings": dict, "records": list}, state_result_problem, "tools/credit_bias.py")
 
 
-def number_ok(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def state_result_problem(result):
     """What is wrong with a read --json object, or None: the bootstrap, then record by record,
     continuation by continuation: its kind, a finite return, finite advantages of this table's
@@ -361,12 +356,12 @@ def state_result_problem(result):
             at, adv, terms = f"{where}, continuation {j}", (c or {}).get("adv"), (c or {}).get("terms")
             if not isinstance(c, dict) or c.get("kind") not in KINDS:
                 return f"{at}: 'kind' must be {' or '.join(KINDS)}"
-            if not number_ok(c.get("return")):
+            if not finite(c.get("return")):
                 return f"{at}: 'return' must be a finite number, got {json.dumps(c.get('return'))[:40]}"
             if not (isinstance(adv, dict) and adv and set(adv) <= set(ESTIMATORS["search"])
-                    and all(map(number_ok, adv.values()))):  # an older table's file holds fewer
+                    and all(map(finite, adv.values()))):  # an older table's file holds fewer
                 return f"{at}: 'adv' must be finite numbers keyed by {', '.join(ESTIMATORS['search'])}, got {json.dumps(adv)[:40]}"
-            if not (isinstance(terms, dict) and set(terms) == {"norm(R^T_2)", "norm(R^O)"} and all(map(number_ok, terms.values()))):
+            if not (isinstance(terms, dict) and set(terms) == {"norm(R^T_2)", "norm(R^O)"} and all(map(finite, terms.values()))):
                 return f"{at}: 'terms' must be finite numbers keyed by norm(R^T_2) and norm(R^O), got {json.dumps(terms)[:40]}"
     return None
 

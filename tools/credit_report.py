@@ -2,12 +2,11 @@
 shows), the scatter plot (--png), and the checks of a saved result (--json, read back by --from).
 """
 import json
-import math
 import os
 
 import numpy as np
 
-from machinery.records import read_checked
+from machinery.records import finite, read_checked
 from tools.credit import BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, pearson, true_advantages
 from tools.credit_bias import across_table, call_bias
 
@@ -194,10 +193,6 @@ def read_result(path):
     figures read (types, ranges, finite numbers); the first problem stops with one line naming
     the file, the record and the key."""
     return read_checked(path, {"settings": dict, "records": list}, result_problem, "tools/credit.py")
-
-
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def whole(low, high=float("inf")):
