@@ -9,9 +9,11 @@ file. The checker waits for the worker at most TIME_LIMIT seconds, then kills it
 started (its process group), reads the report and compares the values with the expected ones
 itself. So a student's file that calls os._exit, loops in C, leaves a thread or a fork running,
 edits close() or raises an exception that cannot be printed fails its exercise, and the table
-goes on. (The cases are public: a file can still hand back the expected values themselves. The
-checker tests honest work, not honesty.) It protects the checker, not the machine: the worker
-runs as the same user as the checker.
+goes on. Each worker has a TMPDIR of its own, removed when it ends, and the helper's parent (a
+warden that runs no student code) kills whatever is left below the helper when the helper ends,
+however it ends. (The cases are public: a file can still hand back the expected values
+themselves. The checker tests honest work, not honesty.) It protects the checker, not the
+machine: the worker runs as the same user as the checker.
 
 check.py and this file import each other, so this file reads check.EXERCISES, check.CASES and
 check.SOLUTIONS only when it runs, never while it is being imported. (`python check.py` runs
@@ -41,6 +43,8 @@ ROOT = HERE.parent
 TIME_LIMIT = 10  # seconds per exercise; the project's own functions take well under one
 START_LIMIT = 120  # seconds for the helper to start (importing torch on a busy machine)
 OUTPUT_LIMIT = 64 * 2 ** 20  # bytes a worker may write to a file: a print loop cannot fill the disk
+TMP_LIMIT = 16 * 2 ** 20  # bytes a worker may leave in its own temporary folder (removed after)
+FULL = 2 ** 20  # bytes free below which the checker's folder counts as full
 HELPER = "--helper"  # check.py's hidden mode: the helper process (see serve)
 
 
@@ -261,6 +265,7 @@ def work(request):
         os.close(null)
         os.close(out)
         sys.stdout.reconfigure(line_buffering=True)  # a killed worker's prints are there too
+        os.environ["TMPDIR"] = tempfile.tempdir = request["tmp"]  # its own, removed afterwards
         import resource
         resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT, OUTPUT_LIMIT))
         report = Report(request["report"])
@@ -303,8 +308,8 @@ def serve(solutions):
     """The helper: import torch (and, for --solutions, the project's modules) once, then for each
     request from the checker fork a worker, send its pid, wait for it and send its exit code. It
     runs no student code itself, so every worker starts from the same clean state."""
+    guard()
     import torch  # noqa: F401  (the 1-2 s import, paid once instead of once per exercise)
-    become_subreaper()
     if solutions:
         for n in check.SOLUTIONS:
             project_functions(n)
@@ -332,6 +337,28 @@ def become_subreaper():
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
+
+
+def guard():
+    """Fork: the child goes on as the helper and returns; this process stays behind as the
+    warden, the helper's parent and (as a subreaper) the heir of whatever the helper leaves. When
+    the helper ends, however it ends (a student's code may SIGKILL its parent), the warden kills
+    every process left below it and exits. SIGTERM (the checker closing it) kills the helper
+    first. The warden runs no student code and holds none of the checker's pipes."""
+    become_subreaper()
+    pid = os.fork()
+    if pid == 0:
+        become_subreaper()  # a fork does not inherit it: the helper is the heir of its workers
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):  # the helper alone holds the pipes: the checker reads EOF when it ends
+        os.dup2(null, fd)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))  # pid is our child
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.waitpid(pid, 0)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # pid is reaped: it may be another's now
+    end_orphans()
+    os._exit(0)
 
 
 def children():
@@ -454,8 +481,14 @@ class Helper:
         return int(code), int(orphans)
 
     def close(self):
-        self.process.kill()
-        self.process.wait()
+        """SIGTERM the warden, which kills the helper and everything left below it (see guard);
+        SIGKILL it when it has not ended after 10 s."""
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         for pipe in (self.process.stdin, self.process.stdout):
             with contextlib.suppress(OSError):
                 pipe.close()
@@ -467,7 +500,7 @@ class Checker:
 
     def __init__(self, solutions=False, folder=HERE):
         self.solutions, self.folder = solutions, os.path.abspath(folder)
-        self.files = tempfile.mkdtemp(prefix="check-")
+        self.files = None  # made by the first run (a full disk is reported there)
         self.helper, self.verdicts = None, {}
 
     def __enter__(self):
@@ -476,7 +509,8 @@ class Checker:
     def __exit__(self, *error):
         if self.helper:
             self.helper.close()
-        shutil.rmtree(self.files, ignore_errors=True)
+        if self.files:
+            shutil.rmtree(self.files, ignore_errors=True)
 
     def check(self, n):
         """(passed, failure, printed) of exercise n. The failure of a file that imports another
@@ -498,18 +532,31 @@ class Checker:
         the last lines it printed)."""
         # new files with random names, read later through these handles: whatever the student's
         # code does to the paths (delete them, put a pipe there) cannot block or crash the checker
-        os.makedirs(self.files, exist_ok=True)  # made again if an earlier exercise deleted it
-        (report_fd, report), (output_fd, output) = (tempfile.mkstemp(dir=self.files)
-                                                    for _ in range(2))
+        try:
+            self.files = self.files or tempfile.mkdtemp(prefix="check-")
+            os.makedirs(self.files, exist_ok=True)  # made again if an earlier exercise deleted it
+            (report_fd, report), (output_fd, output) = (tempfile.mkstemp(dir=self.files)
+                                                        for _ in range(2))
+            tmp = tempfile.mkdtemp(dir=self.files, prefix="tmp-")  # the worker's TMPDIR
+        except OSError as error:
+            where = self.files or tempfile.gettempdir()
+            return False, (f"check.py could not make its files in {where}: {error.strerror} "
+                           f"(free some space, or set TMPDIR to a folder on another disk)"), [], []
         with open(report_fd, "rb") as report_file, open(output_fd, "rb") as output_file:
             request = dict(n=n, solutions=self.solutions, folder=self.folder, report=report,
-                           output=output)
+                           output=output, tmp=tmp)
             pid, how, orphans = self.run_worker(request)
             left = group_alive(pid) or orphans > 0  # a fork, a setsid'd child: a process left running
             kill_group(pid)
+            kept = size_of(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
             if not os.path.isdir(self.files):
                 return False, "deleted check.py's temporary folder", [], printed(output_file)
-            return self.judged(n, pid, how, left, report_file) + (printed(output_file),)
+            passed, failure, used = self.judged(n, pid, how, left, report_file)
+            if passed and kept > TMP_LIMIT:
+                passed, failure = False, (f"left {kept / 2 ** 20:.0f} MiB in its temporary folder "
+                                          f"(at most {TMP_LIMIT // 2 ** 20} MiB)")
+            return passed, failure, used, printed(output_file)
 
     def judged(self, n, pid, how, left, report_file):
         """(passed, failure, used) of exercise n from worker pid's report and how it ended."""
@@ -521,6 +568,9 @@ class Checker:
             if not failure:
                 loading = "the project's code" if self.solutions else check.EXERCISES[n][1]
                 failure = unfinished(n, cases, steps, how, left, loading)
+            if failure and not steps["done"] and free_space(self.files) < FULL:
+                failure = (f"its report could not be written: {self.files} is full (the disk of "
+                           f"TMPDIR; free some space, or set TMPDIR to a folder on another disk)")
             used = [m for m in steps["used"]
                     if isinstance(m, int) and m in check.EXERCISES and m != n]
         except Exception:  # a report no honest worker writes
@@ -606,6 +656,24 @@ def unfinished(n, cases, steps, how, left, loading):
     if left:
         return "left a process running (os.fork, os.setsid?): end every process it starts"
     return "" if how == 0 else f"ended with exit code {how}"
+
+
+def size_of(folder):
+    """Bytes in the files below folder (links not followed; what cannot be read counts 0)."""
+    total = 0
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(parent, name)).st_size
+    return total
+
+
+def free_space(folder):
+    """Bytes free on folder's disk for this user (all of them when it cannot be read)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return float("inf")
 
 
 def signal_name(number):

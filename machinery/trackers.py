@@ -40,6 +40,7 @@ import netrc
 import os
 import re
 import secrets
+import sqlite3
 import sys
 import threading
 
@@ -302,8 +303,10 @@ class Trackio:
 
     def __init__(self, out, run_id, flags, last):
         import trackio
+        from trackio.sqlite_storage import SQLiteStorage
         self.trackio, name = trackio, f"{flags.get('run_name') or os.path.basename(os.path.abspath(out))}-{run_id}"
         project = flags.get("project") or PROJECT
+        unlocked(SQLiteStorage.get_project_db_path(project))
         with contextlib.redirect_stdout(io.StringIO()):  # its banner would break the progress bar
             self.run = trackio.init(project=project, name=name, config=flags, resume="allow", embed=False,
                                     auto_log_cpu=False, auto_log_gpu=False)
@@ -322,6 +325,19 @@ class Trackio:
     def close(self):
         with contextlib.redirect_stdout(io.StringIO()):
             self.trackio.finish()  # the run trackio.init made its current one
+
+
+def unlocked(db, seconds=2.0):
+    """Raise in one line when another process holds Trackio's database db for writing (a crashed
+    writer, a copy open in a DB browser): Trackio itself would wait 30 s at each of its calls."""
+    if not os.path.exists(db):
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=seconds, isolation_level=None)) as conn:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock Trackio's writes need, released at once
+            conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as e:
+        raise RuntimeError(f"its database {db} is locked by another process ({e}); end that process") from None
 
 
 def wandb_records(path):

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -587,18 +588,115 @@ def test_a_child_that_left_its_group_does_not_outlive_the_checker(tmp_path):
 def test_a_deleted_temporary_folder_fails_that_exercise_and_the_next_is_checked(tmp_path):
     """A student file that deletes the checker's temporary folder (where the workers' reports go):
     before, a traceback, and exercise 2 was never checked."""
-    finder = textwrap.dedent("""\
-        import glob, os, shutil, tempfile
-        for folder in glob.glob(os.path.join(tempfile.gettempdir(), "check-*")):
+    own = tmp_path / "tmp"  # its own temporary folder: the glob must not reach a checker another test runs at once
+    own.mkdir()
+    finder = textwrap.dedent(f"""\
+        import glob, os, shutil
+        for folder in glob.glob(os.path.join({str(own)!r}, "check-*")):  # TMPDIR is the worker's own
             shutil.rmtree(folder, ignore_errors=True)
         """)
     write_answers(tmp_path, {**RIGHT, 1: finder + textwrap.dedent(RIGHT[1])})
-    own = tmp_path / "tmp"  # its own temporary folder: the glob must not reach a checker another test runs at once
-    own.mkdir()
     p, _ = run_checker(tmp_path, 1, 7, env={**os.environ, "TMPDIR": str(own)})
     assert p.stdout.splitlines()[2:5] == [" 1  group normalisation          failed: deleted check.py's temporary folder",
                                           " 7  BM25 scores                  passed", "1/2 passed"], p.stdout + p.stderr
     assert "Traceback" not in p.stderr
+
+
+DETACHED = """\
+    import os, signal, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:  # a double fork that ignores SIGTERM
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            with open({pid_file!r} + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename({pid_file!r} + ".tmp", {pid_file!r})
+            time.sleep(10 ** 6)
+        os._exit(0)
+    while not os.path.exists({pid_file!r}):
+        time.sleep(0.01)
+    """
+
+
+def test_sigterm_to_the_checker_ends_a_detached_grandchild_that_ignores_it(tmp_path):
+    """Before: `kill -TERM check.py` killed the helper, and a setsid'd grandchild that ignores
+    SIGTERM lived on (its subreaper was gone). The helper's warden, its parent, now kills all
+    that is left below it with SIGKILL."""
+    pid_file, marker = tmp_path / "escaped.pid", tmp_path / "worker.pid"
+    write_answers(tmp_path, {**RIGHT, 1: textwrap.dedent(DETACHED.format(pid_file=str(pid_file))) + textwrap.dedent(f"""\
+        def group_norm(r):
+            open({str(marker)!r}, "w").close()
+            time.sleep(60)
+        """)})
+    p, out, err = signalled_checker(tmp_path, ["1", "7"], marker, signal.SIGTERM)
+    assert p.returncode == 143 and err.strip() == "stopped (SIGTERM): not checked: 1, 7", out + err
+    assert ended(int(pid_file.read_text()))
+
+
+def test_a_killed_helper_leaves_no_process_and_the_next_exercise_is_checked(tmp_path):
+    """Before: a student file that SIGKILLs its parent (the helper) left its detached sleeper
+    running for ever. It now comes to the warden, which ends it."""
+    pid_file = tmp_path / "escaped.pid"
+    killer = "os.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(5)\n"
+    write_answers(tmp_path, {**RIGHT, 1: textwrap.dedent(DETACHED.format(pid_file=str(pid_file))) + killer
+                             + textwrap.dedent(RIGHT[1])})
+    p, seconds = run_checker(tmp_path, 1, 7)
+    assert p.stdout.splitlines()[2:5] == [" 1  group normalisation          failed: killed check.py's helper process "
+                                          "(its parent)", " 7  BM25 scores                  passed", "1/2 passed"], \
+        p.stdout + p.stderr
+    assert ended(int(pid_file.read_text()))
+
+
+def test_the_worker_has_its_own_temporary_folder_and_it_is_removed(tmp_path):
+    """Before: a student file that filled TMPDIR left its junk there (and an honest exercise 2
+    failed). Each worker's TMPDIR is a folder of its own, removed when it ends; more than
+    sandbox.TMP_LIMIT left there fails the exercise."""
+    seen = tmp_path / "seen.txt"
+    junk = textwrap.dedent(f"""\
+        import os, tempfile
+        for i in range(3):
+            with open(os.path.join(tempfile.gettempdir(), f"junk{{i}}"), "wb") as f:
+                f.write(b"x" * (7 * 2 ** 20))
+        open({str(seen)!r}, "w").write(tempfile.gettempdir() + "\\n" + os.environ["TMPDIR"])
+        """)
+    later = textwrap.dedent(f"""\
+        import os
+        first = open({str(seen)!r}).read().split()[0]
+        open({str(seen)!r}, "a").write(f"\\n{{os.path.exists(first)}}")
+        """)  # exercise 7, checked next: is exercise 1's folder still there?
+    write_answers(tmp_path, {**RIGHT, 1: junk + textwrap.dedent(RIGHT[1]), 7: later + textwrap.dedent(RIGHT[7])})
+    own = tmp_path / "tmp"
+    own.mkdir()
+    p, _ = run_checker(tmp_path, 1, 7, env={**os.environ, "TMPDIR": str(own)})
+    assert p.stdout.splitlines()[2:5] == [" 1  group normalisation          failed: left 21 MiB in its temporary "
+                                          "folder (at most 16 MiB)", " 7  BM25 scores                  passed",
+                                          "1/2 passed"], p.stdout + p.stderr
+    module_tmp, env_tmp, still_there = seen.read_text().splitlines()
+    assert module_tmp == env_tmp and Path(env_tmp).parent.parent == own and still_there == "False"
+    assert list(own.iterdir()) == []  # the checker's folder is gone too
+
+
+def test_a_full_temporary_disk_is_reported_as_such(tmp_path, capsys, monkeypatch):
+    """A report cut short on a full disk read "exit code 0: os._exit()?". (A full disk cannot be
+    made here without root: the free space is patched, and the worker stops as one whose report
+    writes failed.)"""
+    write_answers(tmp_path, {**RIGHT, 1: "import os\nos._exit(0)\n"})
+    monkeypatch.setattr(sandbox, "free_space", lambda folder: 4096)
+    assert check.main(["1", "--dir", str(tmp_path)]) == 1
+    row = capsys.readouterr().out.splitlines()[2]
+    assert row.startswith(" 1  group normalisation          failed: its report could not be written: ")
+    assert row.endswith(" is full (the disk of TMPDIR; free some space, or set TMPDIR to a folder on another disk)")
+
+
+def test_a_disk_too_full_for_the_checkers_files_is_one_line(tmp_path, capsys, monkeypatch):
+    def no_space(*a, **k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(sandbox.tempfile, "mkdtemp", no_space)
+    assert check.main(["1", "--dir", str(tmp_path)]) == 1
+    row = capsys.readouterr().out.splitlines()[2]
+    assert row == (f" 1  group normalisation          failed: check.py could not make its files in "
+                   f"{tempfile.gettempdir()}: No space left on device (free some space, or set TMPDIR to a "
+                   f"folder on another disk)")
 
 
 def test_sigterm_prints_what_was_not_checked(tmp_path):

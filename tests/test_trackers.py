@@ -366,6 +366,32 @@ def test_steps_a_kill_lost_are_sent_again_once(tmp_path, tiny_model_dir, name, c
     assert_holds(READ[name](out), out)  # every step once, none missing
 
 
+@pytest.mark.trackers("trackio")
+def test_a_locked_trackio_database_is_one_warning_line_not_a_stall(tmp_path, tiny_model_dir, capsys):
+    """Before: another process holding Trackio's database made --resume wait 65 s and print
+    Trackio's raw warnings. Now Trackio is switched off in one line, and a later --resume sends it
+    the steps it missed."""
+    import contextlib
+    import sqlite3
+    import time
+    from trackio.sqlite_storage import SQLiteStorage
+    out, flags = tiny_run(tmp_path, tiny_model_dir, "run", "--steps", "1", "--eval-every", "0", "--report-to", "trackio")
+    train.main(flags)
+    db = SQLiteStorage.get_project_db_path(trackers.PROJECT)
+    capsys.readouterr()
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as holder:
+        holder.execute("BEGIN EXCLUSIVE")
+        start = time.monotonic()
+        train.main(["--resume", out, "--steps", "2"])
+        seconds = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert (f"warning: trackio failed to open (RuntimeError: its database {db} is locked by another process "
+            f"(database is locked); end that process); it is switched off") in err, err
+    assert seconds < 25 and "Warning:" not in err, (seconds, err)
+    train.main(["--resume", out, "--steps", "2"])  # the lock gone: step 2 sent
+    assert_holds(READ["trackio"](out), out)
+
+
 @pytest.mark.trackers("tensorboard")
 def test_a_tracker_that_raises_is_switched_off_and_training_goes_on(tmp_path, tiny_model_dir, monkeypatch, capsys):
     real_log = trackers.TensorBoard.log
