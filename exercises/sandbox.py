@@ -1,7 +1,7 @@
 """How check.py runs a student's file in isolation: one worker process per exercise, with limits.
 
-A student does not need to read this file: the cases, the project's solutions and the table of
-results are in check.py. The checker never runs a student's code in its own process. A helper
+A student does not need to read this file: the cases and the project's solutions are in cases.py,
+the table of results in check.py. The checker never runs a student's code in its own process. A helper
 process imports torch once and forks a fresh worker for each exercise (forking takes
 milliseconds; starting Python and importing torch takes 1-2 s). The worker imports the student's
 file, runs the cases and writes what the functions returned, as plain JSON data, to a report
@@ -15,9 +15,8 @@ however it ends. (The cases are public: a file can still hand back the expected 
 themselves. The checker tests honest work, not honesty.) It protects the checker, not the
 machine: the worker runs as the same user as the checker.
 
-check.py and this file import each other, so this file reads check.EXERCISES, check.CASES and
-check.SOLUTIONS only when it runs, never while it is being imported. (`python check.py` runs
-check.py as __main__, and this file imports it once more as `check`: the same definitions.)
+This file imports cases.py (what to check), never check.py; check.py starts it as the helper
+(`python sandbox.py --helper`).
 """
 import contextlib
 import importlib.util
@@ -35,7 +34,7 @@ import traceback
 import warnings
 from pathlib import Path
 
-import check
+from cases import CASES, EXERCISES, SOLUTIONS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -45,7 +44,7 @@ START_LIMIT = 120  # seconds for the helper to start (importing torch on a busy 
 OUTPUT_LIMIT = 64 * 2 ** 20  # bytes a worker may write to a file: a print loop cannot fill the disk
 TMP_LIMIT = 16 * 2 ** 20  # bytes a worker may leave in its own temporary folder (removed after)
 FULL = 2 ** 20  # bytes free below which the checker's folder counts as full
-HELPER = "--helper"  # check.py's hidden mode: the helper process (see serve)
+HELPER = "--helper"  # this file's mode as the helper process (see serve)
 
 
 # ------------------------------------------------ comparing (in the checker, on plain data only)
@@ -109,8 +108,8 @@ def judge(n, cases, results):
         name, _, inputs, expected = case[:4]
         if "missing" in result:  # NotImplementedError
             other = result["missing"]
-            if (other != check.EXERCISES[n][1]
-                    and other in [f for _, f, _ in check.EXERCISES.values()]):
+            if (other != EXERCISES[n][1]
+                    and other in [f for _, f, _ in EXERCISES.values()]):
                 return False, f"needs {other} first: it is not implemented yet"  # ex2 calling ex1
             return False, "not implemented yet" if i == 0 else f"{name}: not implemented yet"
         if "raised" in result:
@@ -211,12 +210,12 @@ def raised_in(error):
 
 def student_functions(n, folder):
     """The functions exercise n asks for, imported from folder/exN_*.py."""
-    _, filename, names = check.EXERCISES[n]
+    _, filename, names = EXERCISES[n]
     # so that ex2 can `from ex1_group_norm import group_norm`, from this folder
     if str(folder) in sys.path:
         sys.path.remove(str(folder))
     sys.path.insert(0, str(folder))
-    for _, other, _ in check.EXERCISES.values():
+    for _, other, _ in EXERCISES.values():
         sys.modules.pop(Path(other).stem, None)
     name = f"student_{Path(filename).stem}"
     spec = importlib.util.spec_from_file_location(name, folder / filename)
@@ -232,12 +231,12 @@ def project_functions(n):
     """The project's own functions for exercise n (--solutions)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    return check.SOLUTIONS[n]()
+    return SOLUTIONS[n]()
 
 
 def exercises_used_by(n):
     """The other exercises whose ex*.py file exercise n's file imported (just loaded)."""
-    return [m for m, (_, filename, _) in check.EXERCISES.items()
+    return [m for m, (_, filename, _) in EXERCISES.items()
             if m != n and Path(filename).stem in sys.modules]
 
 
@@ -290,11 +289,11 @@ def check_here(n, solutions, folder, report):
     try:
         functions = project_functions(n) if solutions else student_functions(n, folder)
     except Exception as error:
-        where = "the project's code" if solutions else check.EXERCISES[n][1]
+        where = "the project's code" if solutions else EXERCISES[n][1]
         report.write(stop=f"could not load {where}: {describe(error)}")
         return
     report.write(loaded=True, used=[] if solutions else exercises_used_by(n))
-    for i, result in enumerate(outcomes(check.CASES[n](*functions))):
+    for i, result in enumerate(outcomes(CASES[n](*functions))):
         report.write(case=i, **result)
     with contextlib.suppress(ChildProcessError):  # reap finished forks: only running ones count
         while os.waitpid(-1, os.WNOHANG)[0]:
@@ -303,7 +302,7 @@ def check_here(n, solutions, folder, report):
     report.write(done=True, threads=len(threads) - 1)  # less the main thread
 
 
-# ------------------------------------------------ the helper process (check.py --helper)
+# ------------------------------------------------ the helper process (sandbox.py --helper)
 def serve(solutions):
     """The helper: import torch (and, for --solutions, the project's modules) once, then for each
     request from the checker fork a worker, send its pid, wait for it and send its exit code. It
@@ -311,7 +310,7 @@ def serve(solutions):
     guard()
     import torch  # noqa: F401  (the 1-2 s import, paid once instead of once per exercise)
     if solutions:
-        for n in check.SOLUTIONS:
+        for n in SOLUTIONS:
             project_functions(n)
     requests = Lines(0)
     send("ready")
@@ -449,7 +448,7 @@ class Helper:
     """The checker's end of the helper process (see serve)."""
 
     def __init__(self, solutions):
-        command = [sys.executable, str(Path(check.__file__).resolve()), HELPER]
+        command = [sys.executable, str(Path(__file__).resolve()), HELPER]
         # a session of its own: Ctrl-C in the terminal reaches the checker only, which cleans up
         self.process = subprocess.Popen(command + (["--solutions"] if solutions else []),
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -518,7 +517,7 @@ class Checker:
         passed, failure, used, printed = self.verdict(n)
         for m in used:
             if not passed and "not implemented" not in failure and not self.verdict(m)[0]:
-                failure += (f"\nnote: this calls your {check.EXERCISES[m][1]}, "
+                failure += (f"\nnote: this calls your {EXERCISES[m][1]}, "
                             f"which fails exercise {m}")
         return passed, failure, printed
 
@@ -561,18 +560,18 @@ class Checker:
     def judged(self, n, pid, how, left, report_file):
         """(passed, failure, used) of exercise n from worker pid's report and how it ended."""
         # names, inputs, expected values only
-        cases = check.CASES[n](*[None] * len(check.EXERCISES[n][2]))
+        cases = CASES[n](*[None] * len(EXERCISES[n][2]))
         try:
             steps = read_report(report_file, pid)
             passed, failure = judge(n, cases, steps["cases"]) or (False, "")
             if not failure:
-                loading = "the project's code" if self.solutions else check.EXERCISES[n][1]
+                loading = "the project's code" if self.solutions else EXERCISES[n][1]
                 failure = unfinished(n, cases, steps, how, left, loading)
             if failure and not steps["done"] and free_space(self.files) < FULL:
                 failure = (f"its report could not be written: {self.files} is full (the disk of "
                            f"TMPDIR; free some space, or set TMPDIR to a folder on another disk)")
             used = [m for m in steps["used"]
-                    if isinstance(m, int) and m in check.EXERCISES and m != n]
+                    if isinstance(m, int) and m in EXERCISES and m != n]
         except Exception:  # a report no honest worker writes
             passed, failure, used = False, "its report could not be read", []
         return passed and not failure, failure, used
@@ -692,3 +691,7 @@ def printed(file, lines=20):
     shown = ["".join(c if c.isprintable() else "?" for c in line)[:200] for line in text[-lines:]]
     return (["…"] if size > 4000 or len(text) > lines else []) + shown
 
+
+if __name__ == "__main__" and sys.argv[1:2] == [HELPER]:
+    with contextlib.suppress(BrokenPipeError):  # the checker went away: nothing to say
+        serve(solutions="--solutions" in sys.argv)

@@ -22,8 +22,11 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "exercises"))  # check.py and sandbox.py import each other by name
+sys.path.insert(0, str(ROOT / "exercises"))  # the checker's files import each other by name
+import cases  # noqa: E402
 import check  # noqa: E402
+import handout  # noqa: E402
+import quiz  # noqa: E402
 import sandbox  # noqa: E402
 
 RIGHT = {
@@ -185,7 +188,7 @@ WRONG = [
 
 def write_answers(folder, answers):
     for n, source in answers.items():
-        (folder / check.EXERCISES[n][1]).write_text(textwrap.dedent(source))
+        (folder / cases.EXERCISES[n][1]).write_text(textwrap.dedent(source))
     return folder
 
 
@@ -222,7 +225,7 @@ def test_wrong_answer_fails(n, mistake, edits, right_folder, tmp_path):
 
 
 def test_every_exercise_has_a_wrong_answer():
-    assert {n for n, _, _ in WRONG} == set(check.EXERCISES)
+    assert {n for n, _, _ in WRONG} == set(cases.EXERCISES)
 
 
 def test_a_failure_shows_the_cases_input_what_was_expected_and_what_came_back():
@@ -279,19 +282,19 @@ def test_a_loss_averaged_the_other_way_is_told_so(tmp_path, mistake, lines):
 def test_the_two_averages_agree_on_one_row_and_differ_on_rows_of_5_and_1():
     """The cases' hand values against loss.py's own weights: loss.accumulate's per-token weights
     are 1/|T| (token) and 1/(|o_i| G) (seq), 0 on masked tokens, a fully masked row included."""
-    mask = check.t64([[1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]])
-    assert check.step_weights(mask, "token").tolist() == [[1 / 6] * 5, [1 / 6, 0, 0, 0, 0], [0] * 5]
-    assert check.step_weights(mask, "seq").tolist() == [[1 / 15] * 5, [1 / 3, 0, 0, 0, 0], [0] * 5]
-    one = check.t64([[1, 1, 0]])
-    assert check.step_weights(one, "token").tolist() == check.step_weights(one, "seq").tolist()
+    mask = cases.t64([[1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]])
+    assert cases.step_weights(mask, "token").tolist() == [[1 / 6] * 5, [1 / 6, 0, 0, 0, 0], [0] * 5]
+    assert cases.step_weights(mask, "seq").tolist() == [[1 / 15] * 5, [1 / 3, 0, 0, 0, 0], [0] * 5]
+    one = cases.t64([[1, 1, 0]])
+    assert cases.step_weights(one, "token").tolist() == cases.step_weights(one, "seq").tolist()
 
 
 def test_each_exercise_mirrors_the_file_said_to_solve_it():
     """The handout's order reads SOLVED_BY; each stub's "Mirrors:" line names the same module."""
-    for n, (_, filename, _) in check.EXERCISES.items():
+    for n, (_, filename, _) in cases.EXERCISES.items():
         mirrors = next(line for line in (ROOT / "exercises" / filename).read_text().splitlines()
                        if line.startswith("Mirrors:"))
-        assert mirrors.startswith(f"Mirrors: {Path(check.SOLVED_BY[n]).stem}."), (n, mirrors)
+        assert mirrors.startswith(f"Mirrors: {Path(handout.SOLVED_BY[n]).stem}."), (n, mirrors)
 
 
 def test_the_table_prints_a_failures_lines_under_its_row(tmp_path, capsys):
@@ -721,10 +724,10 @@ QUIZ_MD = ROOT / "docs" / "quiz.md"
 
 @pytest.fixture(scope="module")
 def quiz_expected():
-    return check.quiz_expected()
+    return quiz.quiz_expected()
 
 
-def quiz(argv, capsys):
+def run_quiz(argv, capsys):
     """check.py quiz argv: (exit code, stdout lines, stderr)."""
     code = check.main(["quiz", *argv])
     out, err = capsys.readouterr()
@@ -743,10 +746,10 @@ def test_quiz_all_right(tmp_path, capsys, quiz_expected):
     answers["6b"] = str(int(quiz_expected["6b"] * 1000) / 1000)  # 0.193, cut
     answers["5a"] = "-5/4"
     path = answers_file(tmp_path, ["# mine", ""] + [f"{key}: {value}" for key, value in answers.items()])
-    code, lines, err = quiz(["--answers", str(path)], capsys)
+    code, lines, err = run_quiz(["--answers", str(path)], capsys)
     assert code == 0 and err == "", lines
-    assert lines[0] == f"checking the quiz answers in {path}" and lines[-1] == f"{len(check.QUIZ)}/{len(check.QUIZ)} right"
-    assert [line.split()[0] for line in lines[2:-1]] == [key for key, _ in check.QUIZ]
+    assert lines[0] == f"checking the quiz answers in {path}" and lines[-1] == f"{len(quiz.QUIZ)}/{len(quiz.QUIZ)} right"
+    assert [line.split()[0] for line in lines[2:-1]] == [key for key, _ in quiz.QUIZ]
     assert all(line.endswith(" right") for line in lines[2:-1])
 
 
@@ -754,8 +757,8 @@ def test_quiz_one_wrong(tmp_path, capsys, quiz_expected):
     """5a answered with the per-sequence mean (5b's number): that row, and only it, is wrong."""
     answers = {**quiz_expected, "5a": quiz_expected["5b"]}
     path = answers_file(tmp_path, [f"{key}: {value}" for key, value in answers.items()])
-    code, lines, _ = quiz(["--answers", str(path)], capsys)
-    assert code == 1 and lines[-1] == f"{len(check.QUIZ) - 1}/{len(check.QUIZ)} right"
+    code, lines, _ = run_quiz(["--answers", str(path)], capsys)
+    assert code == 1 and lines[-1] == f"{len(quiz.QUIZ) - 1}/{len(quiz.QUIZ)} right"
     wrong = [line for line in lines[2:-1] if not line.endswith(" right")]
     assert wrong == [" 5a   token mean: the loss                     wrong (you wrote -0.5)"]
 
@@ -763,10 +766,10 @@ def test_quiz_one_wrong(tmp_path, capsys, quiz_expected):
 def test_the_blank_answers_file_is_the_template(capsys):
     """exercises/quiz_answers.txt, as shipped, lists every numeric question and answers none."""
     path = ROOT / "exercises" / "quiz_answers.txt"
-    assert path.read_text() == check.quiz_template()
-    code, lines, _ = quiz([], capsys)  # the default: quiz_answers.txt beside check.py
+    assert path.read_text() == quiz.quiz_template()
+    code, lines, _ = run_quiz([], capsys)  # the default: quiz_answers.txt beside check.py
     assert code == 1 and lines[0] == f"checking the quiz answers in {path}"
-    assert lines[-1] == f"0/{len(check.QUIZ)} right" and all(line.endswith("no answer") for line in lines[2:-1])
+    assert lines[-1] == f"0/{len(quiz.QUIZ)} right" and all(line.endswith("no answer") for line in lines[2:-1])
 
 
 @pytest.mark.parametrize("lines, why", [
@@ -780,12 +783,12 @@ def test_the_blank_answers_file_is_the_template(capsys):
 ])
 def test_a_malformed_answers_file_gives_one_line(tmp_path, capsys, lines, why):
     path = answers_file(tmp_path, lines)
-    code, out, err = quiz(["--answers", str(path)], capsys)
+    code, out, err = run_quiz(["--answers", str(path)], capsys)
     assert code == 2 and out == [] and err == f"check.py quiz: {path} {why}\n"
 
 
 def test_a_missing_answers_file_gives_one_line(tmp_path, capsys):
-    code, out, err = quiz(["--answers", str(tmp_path / "none.txt")], capsys)
+    code, out, err = run_quiz(["--answers", str(tmp_path / "none.txt")], capsys)
     assert code == 2 and out == [] and err == (
         f"check.py quiz: cannot read the answers file {tmp_path / 'none.txt'} (FileNotFoundError): write one "
         "answer a line, \"question: number\", e.g. \"1: 0.25\" or \"1: -2/3\" (docs/quiz.md)\n")
@@ -795,28 +798,28 @@ def test_the_quiz_page_asks_every_numeric_question_once_and_its_key_agrees(quiz_
     """docs/quiz.md: each id in bold brackets once in the questions, and `[id] = value` in the
     answer key, equal to what check.py quiz expects (computed by the project's functions)."""
     import re
-    questions, key = QUIZ_MD.read_text().split("\n" + check.ANSWER_KEY + "\n")
-    ids = [k for k, _ in check.QUIZ]
+    questions, key = QUIZ_MD.read_text().split("\n" + handout.ANSWER_KEY + "\n")
+    ids = [k for k, _ in quiz.QUIZ]
     assert re.findall(r"\*\*\[(\w+)\]\*\*", questions.split("\n## 1. ")[1]) == ids
     found = dict(re.findall(r"`\[(\w+)\] = (-?[0-9.]+)`", key))
     assert list(found) == ids
-    assert all(check.quiz_right(float(found[k]), quiz_expected[k]) for k in ids), (found, quiz_expected)
+    assert all(quiz.quiz_right(float(found[k]), quiz_expected[k]) for k in ids), (found, quiz_expected)
     assert f"N/{len(ids)} right" in questions
 
 
 def test_handout_writes_a_folder_a_student_can_check_from(tmp_path, right_folder):
     folder = tmp_path / "class" / "handout"
     assert check.main(["--handout", str(folder)]) == 0
-    stubs = [filename for _, filename, _ in check.EXERCISES.values()]
+    stubs = [filename for _, filename, _ in cases.EXERCISES.values()]
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        stubs + ["check.py", "sandbox.py", "quiz.md", "quiz_answers.txt", "quiz_expected.json", "README.md"])
-    for name in stubs + ["check.py", "sandbox.py"]:
+        stubs + list(handout.FILES) + ["quiz.md", "quiz_answers.txt", "quiz_expected.json", "README.md"])
+    for name in stubs + list(handout.FILES):
         assert (folder / name).read_text() == (ROOT / "exercises" / name).read_text()
     quiz_md = (folder / "quiz.md").read_text()
     assert QUIZ_MD.read_text().startswith(quiz_md.rstrip()) and "Answer key" not in quiz_md
     readme = (folder / "README.md").read_text()
-    for n, (_, filename, _) in check.EXERCISES.items():  # each exercise before the file that solves it
-        assert readme.index(f"`{filename}`") < readme.index(f"`{check.SOLVED_BY[n]}`"), n
+    for n, (_, filename, _) in cases.EXERCISES.items():  # each exercise before the file that solves it
+        assert readme.index(f"`{filename}`") < readme.index(f"`{handout.SOLVED_BY[n]}`"), n
     assert readme.index("`ex7_bm25.py`") < readme.index("`retrieval.py`") < readme.index("`quiz.md`")
     # the student's own files, checked from elsewhere: ex1 answered, ex3 still a stub
     (folder / "ex1_group_norm.py").write_text((right_folder / "ex1_group_norm.py").read_text())
@@ -827,7 +830,7 @@ def test_handout_writes_a_folder_a_student_can_check_from(tmp_path, right_folder
         " 3  token advantages and mask    failed: not implemented yet", "1/2 passed"], p.stdout + p.stderr
     # the quiz, without the project beside it: the numbers --handout saved
     saved = json.loads((folder / "quiz_expected.json").read_text())
-    assert saved == pytest.approx(check.quiz_expected())
+    assert saved == pytest.approx(quiz.quiz_expected())
     (folder / "quiz_answers.txt").write_text("".join(f"{key}: {value:.3f}\n" for key, value in saved.items()))
     p = subprocess.run([sys.executable, str(folder / "check.py"), "quiz"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60)
@@ -850,7 +853,7 @@ def test_handout_refuses_to_hand_out_a_solved_exercise(tmp_path, monkeypatch, ca
     exercises = tmp_path / "exercises"
     shutil.copytree(ROOT / "exercises", exercises)
     (exercises / "ex3_token_advantages.py").write_text((right_folder / "ex3_token_advantages.py").read_text())
-    monkeypatch.setattr(check, "HERE", exercises)
+    monkeypatch.setattr(handout, "HERE", exercises)
     assert check.main(["--handout", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == (
         f"check.py --handout: {exercises / 'ex3_token_advantages.py'} is not a stub any more (a function without "
