@@ -347,6 +347,11 @@ def test_the_layout_the_readme_promises():
     for name in files:
         if name.startswith("fast"):  # the fast path stands on the lesson, never on tools/
             assert not {i for i in reach(name) if i.startswith("tools")}, name
+    assert [name for name in files if name in reach(name)] == []  # no file imports its importer, even inside a function
+    checker = {p.stem: p for p in root.glob("exercises/*.py")}  # the exercises import each other by bare names
+    direct = {name: {i.split(".")[0] for i in project_imports(path)} & set(checker) for name, path in checker.items()}
+    assert [name for name in checker if name in reach(name)] == []
+    assert direct["cases"] == set() and "check" not in direct["sandbox"]
 
 
 @pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "speedlab/bench.py",

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import estimators
-from tools import credit, credit_bias, credit_report
+from tools import credit, credit_figures, credit_report
 
 # ---------------------------------------------------------------- the toy: Q known exactly
 # Two turns, one agent, answers x or y. Turn 1: x earns 1, y 0. Turn 2: after x, x earns 0.5 and
@@ -103,7 +103,7 @@ def test_monte_carlo_converges_to_the_exact_q_and_v():
             assert np.mean(r["v"]["return"]) == pytest.approx(V[state], abs=0.1)
             assert np.mean(r["v"]["success"]) == pytest.approx(V_SUCCESS[state], abs=0.05)
     # A* of a trajectory's answer is Q - V at its own state
-    a_star = credit.true_advantages(records, "return")[0]
+    a_star = credit_figures.true_advantages(records, "return")[0]
     for a, r, state in zip(a_star, records, histories(records, 4)):
         if "v" in r:
             assert a == pytest.approx(Q[state, r["answer"]] - V[state], abs=0.15)
@@ -147,19 +147,19 @@ def test_the_figures_by_hand():
     adv, a_star = [1, -1, 0, 0], [2, -2, 1, -1]
     # Pearson: cov 1, std 0.7071 and 1.5811 -> 0.8944; Spearman: ranks [4, 1, 2.5, 2.5] and
     # [4, 1, 3, 2] -> 1.125 / (1.0607 * 1.1180) = 0.9487; sign: all |A*| > 0.8, adv 0 misses -> 2/4
-    f = credit.figures(adv, a_star, noise=0.4)
+    f = credit_figures.figures(adv, a_star, noise=0.4)
     assert f["pearson"] == pytest.approx(0.894427, abs=1e-6)
     assert f["spearman"] == pytest.approx(0.948683, abs=1e-6)
     assert f["sign"] == 0.5 and f["zero"] == 0.5
-    assert credit.figures(adv, a_star, noise=0.6)["sign"] == 1.0  # |A*| = 1 is now within the noise
-    assert credit.ranks([3, 1, 3, 2]).tolist() == [3.5, 1, 3.5, 2]
-    assert np.isnan(credit.pearson([0, 0, 0], [1, 2, 3]))  # equal advantages: no correlation
+    assert credit_figures.figures(adv, a_star, noise=0.6)["sign"] == 1.0  # |A*| = 1 is now within the noise
+    assert credit_figures.ranks([3, 1, 3, 2]).tolist() == [3.5, 1, 3.5, 2]
+    assert np.isnan(credit_figures.pearson([0, 0, 0], [1, 2, 3]))  # equal advantages: no correlation
 
 
 def test_the_noise_ceiling_by_hand():
     # halves [1, 2, 3, 4] and [1, 3, 2, 4]: r = 0.8, Spearman-Brown 2r/(1+r) = 0.8889, ceiling 0.9428;
     # differences [0, -1, 1, 0]: std 0.7071, noise 0.3536
-    n = credit.noise_ceiling([1, 2, 3, 4], [1, 3, 2, 4])
+    n = credit_figures.noise_ceiling([1, 2, 3, 4], [1, 3, 2, 4])
     assert n["split_half"] == pytest.approx(0.8)
     assert n["ceiling"] == pytest.approx((1.6 / 1.8) ** 0.5)
     assert n["noise"] == pytest.approx(0.5 ** 0.5 / 2)
@@ -168,7 +168,7 @@ def test_the_noise_ceiling_by_hand():
 def test_true_advantage_shared_state_or_its_own_v():
     records = [{"state": "s", "q": {"t": [1.0, 3.0]}}, {"state": "s", "q": {"t": [0.0, 1.0]}},
                {"state": "u", "q": {"t": [2.0, 2.0]}, "v": {"t": [1.0, 0.0]}}]
-    a, a1, a2 = credit.true_advantages(records, "t")
+    a, a1, a2 = credit_figures.true_advantages(records, "t")
     assert a1.tolist() == [0.5, -0.5, 1.0] and a2.tolist() == [1.0, -1.0, 2.0]
     assert a.tolist() == [0.75, -0.75, 1.5]
 
@@ -199,7 +199,7 @@ def test_the_answer_turn_s_true_advantage_is_its_outcome_minus_the_mean_at_its_s
     resampled after the same tool result: two answer records of one question, by hand."""
     records = [{"state": "q0 e0", "turn": 2, "q": {"outcome": [1.0, 1.0]}, "v": {"outcome": [0.25, 0.75]}},
                {"state": "q0 e1", "turn": 2, "q": {"outcome": [0.0, 0.0]}, "v": {"outcome": [0.5, 0.5]}}]
-    a, a1, a2 = credit.true_advantages(records, "outcome")
+    a, a1, a2 = credit_figures.true_advantages(records, "outcome")
     assert a.tolist() == [0.5, -0.5] and a1.tolist() == [0.75, -0.5] and a2.tolist() == [0.25, -0.5]
 
 
@@ -218,12 +218,12 @@ def test_search_tables_put_both_turns_side_by_side():
                             "v": {"return": v, "outcome": v}})
     settings = {"env": "search", "model": "toy", "states": 4, "num_generations": 4, "continuations": 2, "bf16": False,
                 "temperature": 1.0, "bootstrap": 20}
-    figures = credit.analyse(records, "search", bootstrap=20)
+    figures = credit_figures.analyse(records, "search", bootstrap=20)
     assert figures["outcome"]["turn 2"]["n"] == 16 and figures["outcome"]["turn 1"]["n"] == 16
     assert figures["outcome"]["turn 2"]["differences"]["mt-or"] == [0.0, 0.0, 0.0]  # the same advantages
     text = credit_report.tables({"settings": settings, "figures": figures})
     assert "**search, both turns: Pearson with A*** (95 % interval)" in text and "turn 2, Pearson MT-GRPO − GRPO-MR" in text
-    old = {"settings": settings, "figures": credit.analyse([r for r in records if r["turn"] == 1], "search", bootstrap=20)}
+    old = {"settings": settings, "figures": credit_figures.analyse([r for r in records if r["turn"] == 1], "search", bootstrap=20)}
     rows = credit_report.summary([{"settings": settings, "figures": figures}, old]).splitlines()
     cells = [c.strip() for c in rows[-1].strip("|").split("|")]
     assert "MT-GRPO − GRPO-MR, outcome, turn 2" in rows[2] and cells.count("–") == 2  # no turn 2 before
@@ -251,7 +251,7 @@ def test_play_out_takes_turns_from_the_role_that_acts_next():
 
 def test_analyse_intervals_and_differences_on_the_toy():
     records = credit.game_records(Fork, list(range(6)), policy(1), K=4, M=16, scale="group")
-    out = credit.analyse(records, "planpath", bootstrap=50)
+    out = credit_figures.analyse(records, "planpath", bootstrap=50)
     cell = out["return"]["turns 2+"]
     for e in ("grpo", "gigpo", "at"):
         v, lo, hi = cell[e]["pearson"]
@@ -313,7 +313,7 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
         records = credit.search_records(model, tok, qs, capitals, args, G=3, M=4, chunk=5, bar=bar)
     first = [r for r in records if r["turn"] == 1]
     assert len(first) == 6 and {r["cluster"] for r in records} == {0, 1}
-    assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == set(credit.ESTIMATORS["search"]) for r in records)
+    assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == set(credit_figures.ESTIMATORS["search"]) for r in records)
     answers = [r for r in records if r["turn"] == 2]
     assert answers and len(answers) <= 6 and all(r["adv"]["mt"] == r["adv"]["or"] for r in answers)
     for r in answers:  # V(s_2): the M continuations' R^O, which are the query's Q^ of R^O
@@ -335,7 +335,7 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
     assert all(credit_report.group_ok(r["group"], r["turn"]) for r in records)
     again = copy.deepcopy(records)
     settings = {"flags": {"alpha": args.alpha}, "scale_rewards": args.scale_rewards}
-    assert credit.rescore({"settings": settings, "records": again}, credit.ESTIMATORS["search"]) == []
+    assert credit.rescore({"settings": settings, "records": again}, credit_figures.ESTIMATORS["search"]) == []
     assert [r["adv"] for r in again] == [r["adv"] for r in records]
     assert credit.rescore({"settings": settings, "records": again}, ["loo"]) == [] and set(again[0]["adv"]) == {"loo"}
 
@@ -573,14 +573,14 @@ def test_every_committed_measurement_loads_and_reproduces():
     import copy
     for path in paths:
         result = credit_report.read_result(path)
-        figures = credit.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
+        figures = credit_figures.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
         assert same_figures(json.loads(json.dumps(figures)), result["figures"]), path
         if all("states" in r.get("group", {}) and "info_gain" in r["group"] for r in result["records"]):
             again = copy.deepcopy(result)  # every estimator of the table, from the raw rewards and inputs kept
-            assert credit.rescore(again, credit.ESTIMATORS["search"]) == [], path
+            assert credit.rescore(again, credit_figures.ESTIMATORS["search"]) == [], path
             assert all(a["adv"] == pytest.approx(b["adv"], abs=1e-12) for a, b in zip(again["records"], result["records"]))
         if "gram" in result:  # the update's cosines, from the kept Gram matrix
-            assert same_figures(json.loads(json.dumps(credit.update(result))), result["update"]), path
+            assert same_figures(json.loads(json.dumps(credit_figures.update(result))), result["update"]), path
 
 
 def test_the_committed_within_state_measurement_reproduces():
@@ -659,9 +659,9 @@ def test_the_update_on_the_toy_follows_the_exact_q():
     from tools import credit_gradient
     records = credit.game_records(Fork, [0, 1, 2], policy(0), K=4, M=4000, scale="group", chunk=10 ** 6)
     h = np.array([tabular_gradient(s, r["answer"]) for r, s in zip(records, histories(records, 4))])
-    a_stars = {t: credit.true_advantages(records, t) for t in ("return",)}
+    a_stars = {t: credit_figures.true_advantages(records, t) for t in ("return",)}
     out = credit_gradient.update_figures(records, h @ h.T, ("grpo", "gigpo", "at"), (("at", "grpo"),), a_stars,
-                                         credit.interval, bootstrap=20)["return"]
+                                         credit_figures.interval, bootstrap=20)["return"]
     exact = np.array([Q[s, r["answer"]] - V[s] for r, s in zip(records, histories(records, 4))])
     for e in ("grpo", "gigpo", "at"):
         ix = [i for i, r in enumerate(records) if e in r["adv"]]
@@ -749,7 +749,7 @@ def test_search_with_three_turns_on_scripted_turns(tiny_model_dir, capitals, mon
             assert r["v"]["outcome"] == before["q"]["outcome"]
             paid = [x - y for x, y in zip(before["q"]["return"], r["v"]["return"])]  # the call's own turn reward:
             assert paid[0] == pytest.approx(paid[1]) and min(abs(paid[0] - t) for t in (0.2, 0.7)) < 1e-9  # every call ran
-    assert credit_bias.call_bias(records, bootstrap=20)["calls"] >= 1
+    assert credit_figures.call_bias(records, bootstrap=20)["calls"] >= 1
 
 
 def test_the_call_bonus_by_hand():
@@ -762,13 +762,13 @@ def test_the_call_bonus_by_hand():
             records.append({"cluster": qi, "state": f"q{qi} {len(records)}", "turn": 3 if kind == "last" else 1, "kind": kind,
                             "q": {"return": [x, x], "outcome": [x, x]}, "v": {"return": [0.0, 0.0], "outcome": [0.0, 0.0]},
                             "adv": {"mt": 2 * x + (kind == "call") + 5 * (kind == "last"), "or": x}})
-    bias = credit_bias.call_bias(records, bootstrap=30)
+    bias = credit_figures.call_bias(records, bootstrap=30)
     assert (bias["calls"], bias["answers"]) == (12, 12)
     for target in ("return", "outcome"):
         assert bias[target]["mt"]["bonus"] == pytest.approx([1.0, 1.0, 1.0])
         assert bias[target]["mt"]["bonus_in_return"] == pytest.approx([0.5, 0.5, 0.5])
         assert bias[target]["or"]["bonus"] == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
-    assert credit_bias.call_bias([r for r in records if r["kind"] != "answer"]) is None  # one kind: nothing to compare
+    assert credit_figures.call_bias([r for r in records if r["kind"] != "answer"]) is None  # one kind: nothing to compare
     assert "| MT-GRPO | 1.00 [1.00, 1.00] | 0.50 [0.50, 0.50] |" in "\n".join(credit_report.bias_table(bias))
 
 
@@ -784,7 +784,7 @@ def test_a_bootstrap_draw_without_an_answer_is_left_out_and_counted():
             records.append({"cluster": qi, "state": f"q{qi} {len(records)}", "turn": 1, "kind": kind,
                             "q": {"return": [x, x], "outcome": [x, x]}, "v": {"return": [0.0, 0.0], "outcome": [0.0, 0.0]},
                             "adv": {"mt": 2 * x + (kind == "call"), "or": x}})
-    bias = credit_bias.call_bias(records, bootstrap=200)
+    bias = credit_figures.call_bias(records, bootstrap=200)
     mt = bias["return"]["mt"]
     assert mt["singular_draws"] > 20 and mt["bonus"] == pytest.approx([1.0, 1.0, 1.0])
     assert mt["bonus_in_return"] == pytest.approx([0.5, 0.5, 0.5]) and mt["b_not_positive_draws"] == 0
@@ -796,7 +796,7 @@ def test_the_across_state_specifications_and_terms_add_up():
     import os
     result = credit_report.read_result(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit",
                                                     "search-mt3-k3-bf16.json"))
-    bias = credit_bias.call_bias(result["records"], bootstrap=50)
+    bias = credit_figures.call_bias(result["records"], bootstrap=50)
     total = sum(t["bonus"][0] for t in bias["mt_terms"].values())
     assert total == pytest.approx(bias["return"]["mt"]["bonus"][0], abs=1e-9)
     assert set(bias["specifications"]) == {"pooled", "turn 2 alone", "a turn dummy", "question effects",

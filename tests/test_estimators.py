@@ -9,7 +9,7 @@ import torch
 import config
 import estimators
 import mtgrpo
-from tools import compare, credit
+from tools import compare, credit_figures
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NAMES = {e.name for e in estimators.TABLE}
@@ -47,9 +47,9 @@ def test_the_entry_points_take_their_names_from_the_table():
     for env in ("search", "sokoban", "planpath"):
         assert config.ALGOS[env] == estimators.names(env)
     assert config.parse_args([]).algo == "mt" and config.parse_args(["--env", "planpath"]).algo == "at"
-    assert credit.ESTIMATORS["search"] == estimators.names("search", trainable=False)  # mt_half measured, not trained
-    assert "mt_half" in credit.ESTIMATORS["search"] and "mt_half" not in config.ALGOS["search"]
-    assert credit.NAMES["at"] == "AT-GRPO (tree)" and credit.NAMES["gigpo"] == "GiGPO"
+    assert credit_figures.ESTIMATORS["search"] == estimators.names("search", trainable=False)  # mt_half measured, not trained
+    assert "mt_half" in credit_figures.ESTIMATORS["search"] and "mt_half" not in config.ALGOS["search"]
+    assert credit_figures.NAMES["at"] == "AT-GRPO (tree)" and credit_figures.NAMES["gigpo"] == "GiGPO"
     assert compare.ORDER["search"] == ("or", "mr", "mt") and compare.ORDER["planpath"] == ("grpo-solo", "grpo", "at", "at-roles")
     for name in estimators.names("search"):  # every trainable search estimator parses, and names its source
         assert config.parse_args(["--algo", name]).algo == name and estimators.BY_NAME[name].source

@@ -27,12 +27,9 @@ The return: search R^T_1 + R^O ("return") and R^O alone ("outcome"); the games t
 agent's rewards from the answer to the episode's end ("return", what trajectory GRPO normalises)
 and success alone ("success": 1 when the level ends solved).
 
-The figures, with 95 % bootstrap intervals over states (questions; for the games levels, which
-hold every state of their episodes): Pearson and Spearman correlation with A*; sign agreement
-where |A*| is above the noise (an advantage of 0 has no sign: it counts as a miss); the fraction
-of answers whose advantage is 0. The noise ceiling: the M continuations split in two halves give
-two independent A*; their correlation r is the split-half reliability, and no estimator, not even
-the true A*, can correlate with the measured A* above sqrt(2r / (1 + r)) (Spearman-Brown).
+The figures (Pearson and Spearman with A*, sign agreement, the noise ceiling, the call bias across
+states; 95 % bootstrap intervals over states) are computed in tools/credit_figures.py, and shown
+by tools/credit_report.py.
 """
 import argparse
 import collections
@@ -61,20 +58,12 @@ from machinery.cli import one_line
 from machinery import precision
 from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
 from tools import credit_gradient, output
+from tools.credit_figures import BOOTSTRAP, ESTIMATORS, GAMES, analyse, kind_of, update
+from tools.credit_report import read_result, summary, tables
 
-GAMES = ("planpath", "sokoban")  # AT-GRPO's two games: the same estimators, targets and subsets
-# every estimator of estimators.py's table, in its order; the AT-GRPO paper's two named by their rollout
-ESTIMATORS = {env: estimators.names(env, trainable=False) for env in ("search", *GAMES)}
-NAMES = {e.name: e.label + (f" ({e.scheme})" if e.paper == "AT-GRPO" else "") for e in estimators.TABLE}
-TARGETS = {"search": ("return", "outcome")} | {g: ("return", "success") for g in GAMES}
-# the pre-registered comparisons: (estimator, baseline), Pearson difference with its interval
-DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr"), ("mt_half", "mt"))} | {
-    g: (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo")) for g in GAMES}
 DEFAULT_STATES = {"search": 12} | {g: 4 for g in GAMES}  # about 20 min each
 DEFAULT_CONTINUATIONS = {"search": 8} | {g: 4 for g in GAMES}
 UNRECORDED = ("out", "resume", "overwrite", "report_to", "device")  # where a run writes, not what it measures
-BOOTSTRAP = (10, 100_000)  # draws: 1000 take seconds; the upper bound keeps a typo from running for days
-SUBSETS = {g: {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1, "turns 2+": lambda r: r["turn"] >= 2} for g in GAMES}
 
 
 # ---------------------------------------------------------------- Monte Carlo: Q^ from continuations
@@ -212,13 +201,8 @@ def replay_prefix(prefixes, generate):
     return gen
 
 
-KINDS = ("call", "answer", "neither", "last")
 
 
-def kind_of(text, turn, K):
-    """What a turn decided: "call" (search again), "answer" (stop now), "neither", or "last" (turn
-    K: the episode ends whatever it says)."""
-    return "last" if turn >= K else "answer" if env_search.has_answer(text) else "call" if "<tool>" in text else "neither"
 
 
 def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
@@ -304,124 +288,6 @@ def rescore(result, names):
         r["adv"] = {e: cache[key][e][g["episode"], r["turn"] - 1].item() if e in can else r["adv"][e]
                     for e in names if e in can or e in r["adv"]}
     return sorted(missing, key=ESTIMATORS["search"].index)
-
-
-# ---------------------------------------------------------------- the figures
-def subsets(records, env):
-    """{name: test of a record}: the answers each figure is given for. Search: turn by turn (turn
-    K, the last, is the answer); the games: all turns, the first, the later ones."""
-    if env in GAMES:
-        return SUBSETS[env]
-    return {f"turn {k}": (lambda r, k=k: r["turn"] == k) for k in sorted({r["turn"] for r in records})}
-
-
-def true_advantages(records, target):
-    """(A*, A* of the first half, A* of the second half) per record (module docstring)."""
-    shared = {}
-    for i, r in enumerate(records):
-        if "v" not in r:
-            shared.setdefault(r["state"], []).append(i)
-    a = np.zeros((2, len(records)))
-    for h in (0, 1):
-        for i, r in enumerate(records):
-            v = r["v"][target][h] if "v" in r else np.mean([records[j]["q"][target][h] for j in shared[r["state"]]])
-            a[h, i] = r["q"][target][h] - v
-    return (a[0] + a[1]) / 2, a[0], a[1]
-
-
-def pearson(x, y):
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 2 or x.std() == 0 or y.std() == 0:
-        return float("nan")
-    return float(np.mean((x - x.mean()) * (y - y.mean())) / (x.std() * y.std()))
-
-
-def ranks(x):
-    """Ranks 1..n, ties given their mean rank."""
-    x = np.asarray(x, float)
-    order = np.argsort(x, kind="stable")
-    new = np.r_[True, x[order][1:] != x[order][:-1]]  # where a run of equal values starts
-    first = np.flatnonzero(new)
-    mean_rank = first + (np.diff(np.r_[first, len(x)]) + 1) / 2  # ranks first+1 .. first+count
-    r = np.empty(len(x))
-    r[order] = mean_rank[np.cumsum(new) - 1]
-    return r
-
-
-def spearman(x, y):
-    return pearson(ranks(x), ranks(y))
-
-
-def figures(adv, a_star, noise):
-    """Pearson, Spearman, sign agreement where |A*| > 2 noise, and the fraction of advantages 0."""
-    adv, a_star = np.asarray(adv, float), np.asarray(a_star, float)
-    clear = np.abs(a_star) > 2 * noise
-    return {"pearson": pearson(adv, a_star), "spearman": spearman(adv, a_star),
-            "sign": float(np.mean(np.sign(adv[clear]) == np.sign(a_star[clear]))) if clear.any() else float("nan"),
-            "zero": float(np.mean(adv == 0))}
-
-
-def noise_ceiling(a1, a2):
-    """Split-half reliability r, the ceiling sqrt(2r / (1 + r)), and the noise: the std of the
-    full estimate's error, std(A*_1 - A*_2) / 2 (each half has twice the full estimate's variance)."""
-    r = pearson(a1, a2)
-    ceiling = float(np.sqrt(2 * r / (1 + r))) if r > 0 else float("nan")
-    return {"split_half": r, "ceiling": ceiling, "noise": float(np.std(np.asarray(a1) - np.asarray(a2)) / 2)}
-
-
-def analyse(records, env, bootstrap=1000, seed=0):
-    """{target: {subset: {"n", "states", noise ceiling, per estimator {figure: [value, low, high]},
-    "differences": {"a-b": [value, low, high]}}}}: the Pearson differences are paired (the same
-    resampled states for both)."""
-    out = {}
-    for target in TARGETS[env]:
-        a_star, a1, a2 = true_advantages(records, target)
-        out[target] = {}
-        for subset, keep in subsets(records, env).items():
-            rows = [i for i, r in enumerate(records) if keep(r)]
-            if not rows:
-                continue
-            by_est = {e: [i for i in rows if e in records[i]["adv"]] for e in ESTIMATORS[env]}
-            # the noise of each scheme's A*, from its own answers
-            noise = {e: noise_ceiling(a1[ix], a2[ix]) for e, ix in by_est.items() if ix}
-
-            def compute(cluster_weights):
-                res = {}
-                for e, ix in by_est.items():
-                    if ix:
-                        ix = np.repeat(ix, [cluster_weights[records[i]["cluster"]] for i in ix])
-                        res[e] = figures([records[i]["adv"][e] for i in ix], a_star[ix], noise[e]["noise"])
-                return res
-
-            clusters = sorted({records[i]["cluster"] for i in rows})
-            point = compute({c: 1 for c in clusters})
-            rng, draws = np.random.default_rng(seed), []
-            for _ in range(bootstrap):
-                picked = rng.choice(clusters, len(clusters))
-                draws.append(compute({c: int(np.sum(picked == c)) for c in clusters}))
-            cell = {"n": len(rows), "states": len(clusters), "noise": noise}
-            for e, fig in point.items():
-                cell[e] = {k: [v, *interval([d[e][k] for d in draws])] for k, v in fig.items()}
-            cell["differences"] = {f"{a}-{b}": [point[a]["pearson"] - point[b]["pearson"],
-                                                *interval([d[a]["pearson"] - d[b]["pearson"] for d in draws])]
-                                   for a, b in DIFFERENCES[env] if a in point and b in point}
-            out[target][subset] = cell
-    return out
-
-
-def update(result):
-    """The update's figures of a --gradient measurement (tools/credit_gradient.py): per target,
-    each estimator's cosine with the A* gradient, on all its answers, from the kept Gram matrix."""
-    records, env = result["records"], result["settings"]["env"]
-    a_stars = {t: true_advantages(records, t) for t in TARGETS[env]}
-    return credit_gradient.update_figures(records, result["gram"], ESTIMATORS[env], DIFFERENCES[env], a_stars, interval,
-                                          result["settings"]["bootstrap"])
-
-
-def interval(values):
-    """The 2.5 and 97.5 percentiles (NaN-free draws only)."""
-    values = [v for v in values if v == v]
-    return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))] if values else [float("nan")] * 2
 
 
 # ---------------------------------------------------------------- command line
@@ -516,7 +382,6 @@ def cpu_name():
 
 @one_line
 def main(argv=None):
-    from tools.credit_report import read_result, summary, tables  # here: the report imports this module's names
     ours, args = parse_args(sys.argv[1:] if argv is None else argv)
     for flag, path in (("--json", ours.json), ("--png", ours.png)):  # before the 20 minutes, not after them
         if path:

@@ -10,13 +10,10 @@ such a bias where the number of normalised terms depends on where an episode sto
 sums K - 1 turn terms for every episode, so that mechanism is absent here, and the RFC is the
 motivation, not the explanation).
 
-Across states (call_bias; tools/credit.py's records of a K = 3 measurement): the least-squares fit
-adv = a + b A* + c [the turn calls] over the turns that could do either. c is in advantage units,
-c / b in reward units. Its specifications (pooled, turn 2 alone, a turn dummy, question effects,
-and at turn 2 the state's value V(s) as a covariate) and the split of c into the terms each
-estimator adds (norm(R^O), norm(R^T_1), norm(R^T_2): the fit is linear in adv, so their c add up).
-Every turn-2 state carries one scored action, so a baseline error that depends only on the state
-enters c without biasing the policy gradient: the across-state c is not the gradient's bias.
+Across states (credit_figures.call_bias, on tools/credit.py's records of a K = 3 measurement, shown
+in its report): the least-squares fit adv = a + b A* + c [the turn calls] over the turns that could
+do either. Every turn-2 state carries one scored action, so the across-state c is not the
+gradient's bias; hence this file's measurement, inside a state:
 
 Inside a state (measure; this file's command): at each turn-2 state of the measured episodes (an
 episode that made one call: its prompt, turn 1 and the tool result), continuations are sampled
@@ -51,100 +48,14 @@ from machinery.records import finite, read_checked
 from policy import BUNDLED, pick_device, play_episodes, turn_generator
 from tools import output
 from machinery import precision
-from tools.credit import (BOOTSTRAP, ESTIMATORS, KINDS, NAMES, TARGETS, cpu_name, interval, kind_of, replay_prefix,
-                          true_advantages)
+from tools.credit import cpu_name, replay_prefix
+from tools.credit_figures import BOOTSTRAP, ESTIMATORS, KINDS, NAMES, interval, kind_of, least_squares
 from tools.credit_gradient import cluster_weights
+from tools.credit_report import signed_cell
 
-TERMS = ("norm(R^T_1)", "norm(R^T_2)", "norm(R^O)")  # what MT-GRPO adds up at K = 3 (alpha 1)
 # inside a state, the rows that need the rewards alone: GiGPO's states and IGPO's information gain of a
 # continuation are not computed (field.inputs)
 INSIDE = estimators.names("search", trainable=False, needing=())
-
-
-# ---------------------------------------------------------------- across states
-def least_squares(y, columns, w):
-    """Coefficients of the weighted fit y = sum_j coef_j columns_j, or None where the weights leave
-    the columns dependent (a bootstrap draw with no call or no answer: lstsq would return one of
-    infinitely many fits, an arbitrary c)."""
-    X = np.stack(columns, 1) * np.sqrt(w)[:, None]
-    coef, _, rank, _ = np.linalg.lstsq(X, np.asarray(y, float) * np.sqrt(w), rcond=None)
-    return coef if rank == X.shape[1] else None
-
-
-def bonus(adv, a_star, calls, w, extra=()):
-    """(c, c / b) of the weighted fit adv = a + b A* + c calls (+ the extra columns); NaN for a
-    singular draw, and c / b NaN where b <= 0 (the interval of c / b is conditional on b > 0)."""
-    extra = [x for x in extra if np.any(w * x)]  # a question's effect where the draw left it out: no column
-    coef = least_squares(adv, [np.ones_like(a_star), a_star, calls, *extra], w)
-    if coef is None:
-        return float("nan"), float("nan")
-    b, c = coef[1], coef[2]
-    return float(c), float(c / b) if b > 0 else float("nan")
-
-
-def with_draws(fits):
-    """[point, low, high] of c and of c / b, and how many bootstrap draws each interval left out."""
-    draws = fits[1:]
-    return {"bonus": [fits[0][0], *interval([f[0] for f in draws])],
-            "bonus_in_return": [fits[0][1], *interval([f[1] for f in draws])],
-            "singular_draws": sum(f[0] != f[0] for f in draws), "b_not_positive_draws": sum(
-                f[0] == f[0] and f[1] != f[1] for f in draws)}
-
-
-def terms(records, rows):
-    """{term: per-row values}: the parts of MT-GRPO's A_k at K = 3 and alpha 1, from the
-    estimators a record carries: A_1 = n1 + n2 + o, alpha 0.5's A_1 = n1 + n2 / 2 + o / 4, and
-    A_2 = n2 + o (GRPO-OR's A = o = norm(R^O))."""
-    out = {t: [] for t in TERMS}
-    for i in rows:
-        a, k = records[i]["adv"], records[i]["turn"]
-        o = a["or"]
-        n2 = 2 * ((a["mt"] - o) - (a["mt_half"] - o / 4)) if k == 1 else a["mt"] - o
-        n1 = a["mt"] - o - n2 if k == 1 else 0.0
-        for t, v in zip(TERMS, (n1, n2, o)):
-            out[t].append(v)
-    return {t: np.array(v) for t, v in out.items()}
-
-
-def call_bias(records, bootstrap=1000, seed=0):
-    """The across-state fit (module docstring) per target and estimator, with the count of draws
-    each interval left out; on the return also its specifications and MT-GRPO's terms. None when the
-    turns that could do either hold only one kind, or for a measurement of two turns (no turn 2
-    could call)."""
-    rows = [i for i, r in enumerate(records) if r.get("kind") in ("call", "answer")]
-    if {records[i]["kind"] for i in rows} != {"call", "answer"}:
-        return None
-    calls = np.array([records[i]["kind"] == "call" for i in rows], float)
-    turn = np.array([records[i]["turn"] for i in rows])
-    clusters = sorted({records[i]["cluster"] for i in rows})
-    of = np.array([clusters.index(records[i]["cluster"]) for i in rows])
-    draws = [w[of].astype(float) for w in cluster_weights(len(clusters), bootstrap, seed)]
-    out = {"calls": int(calls.sum()), "answers": int(len(rows) - calls.sum())}
-    for target in TARGETS["search"]:
-        a_star = true_advantages(records, target)[0][rows]
-        out[target] = {"a_star_gap": [float(a_star[calls == 1].mean() - a_star[calls == 0].mean())]}
-        for e in ESTIMATORS["search"]:
-            if all(e in records[i]["adv"] for i in rows):
-                adv = np.array([records[i]["adv"][e] for i in rows])
-                out[target][e] = with_draws([bonus(adv, a_star, calls, w) for w in draws])
-    a_star = true_advantages(records, "return")[0][rows]
-    kept = [e for e in ESTIMATORS["search"] if all(e in records[i]["adv"] for i in rows)]  # an older file: fewer
-    if len(set(turn)) > 1 and "mt_half" in kept:
-        second = turn == 2
-        value = np.array([np.mean(records[i]["v"]["return"]) if "v" in records[i] else 0.0 for i in rows])
-        effects = [(of == q).astype(float) for q in range(1, len(clusters))]
-        specs = {"pooled": (np.ones(len(rows), bool), ()), "turn 2 alone": (second, ()),
-                 "a turn dummy": (np.ones(len(rows), bool), (second.astype(float),)),
-                 "question effects": (np.ones(len(rows), bool), tuple(effects)),
-                 "turn 2 alone, V(s) a covariate": (second, (value,))}
-        out["specifications"] = {}
-        for name, (keep, extra) in specs.items():
-            cols = [x[keep] for x in extra]
-            out["specifications"][name] = {e: with_draws([bonus(np.array([records[i]["adv"][e] for i in rows])[keep],
-                                                               a_star[keep], calls[keep], w[keep], cols) for w in draws])
-                                           for e in kept}
-        out["mt_terms"] = {t: with_draws([bonus(v, a_star, calls, w) for w in draws]) for t, v in terms(records, rows).items()}
-    return out
 
 
 # ---------------------------------------------------------------- inside a state
@@ -246,26 +157,6 @@ def inside(records, bootstrap=1000, seed=0):
 
 
 # ---------------------------------------------------------------- the tables
-def number(x):
-    return "–" if x is None or x != x else f"{x:+.2f}"
-
-
-def cell(v):
-    return f"{number(v[0])} [{number(v[1])}, {number(v[2])}]"
-
-
-def across_table(bias):
-    """The across-state fit's specifications and MT-GRPO's terms, on the return."""
-    shown = [e for e in ESTIMATORS["search"] if all(e in row for row in bias.get("specifications", {}).values())]
-    lines = ["", f"**across states, A* of the return: c of each specification** ({bias['calls']} calls, "
-                 f"{bias['answers']} answers; 95 % interval; singular draws left out)", "",
-             "| specification | " + " | ".join(NAMES[e] for e in shown) + " |", "|---|" + "---|" * len(shown)]
-    for name, row in bias.get("specifications", {}).items():
-        lines.append(f"| {name} | " + " | ".join(cell(row[e]["bonus"]) for e in shown) + " |")
-    if "mt_terms" in bias:
-        lines += ["", "MT-GRPO's c, term by term (they add up to its c): " + ", ".join(
-            f"{t} {cell(v['bonus'])}" for t, v in bias["mt_terms"].items())]
-    return lines
 
 
 def inside_table(figures):
@@ -276,12 +167,12 @@ def inside_table(figures):
                  f"answers, {c['neither']} neither; 95 % intervals over questions)", ""]
     if "q_gap" not in figures:
         return lines + ["Fewer than 3 states met both kinds: nothing to fit."]
-    lines += [f"Q^(s, call) − Q^(s, answer), mean over states: {cell(figures['q_gap'])}", "",
+    lines += [f"Q^(s, call) − Q^(s, answer), mean over states: {signed_cell(figures['q_gap'])}", "",
               "| advantage | mean gap | fit gap = b gap_Q + c: c | b |", "|---|---|---|---|"]
     for name in [e for e in ESTIMATORS["search"] if e in figures] + ["norm(R^T_2)", "norm(R^O)"]:
         f = figures[name]
         label = NAMES.get(name, f"MT-GRPO's term {name}")
-        lines.append(f"| {label} | {cell(f['mean_gap'])} | {cell(f['bonus'])} | {cell(f['slope'])} |")
+        lines.append(f"| {label} | {signed_cell(f['mean_gap'])} | {signed_cell(f['bonus'])} | {signed_cell(f['slope'])} |")
     return lines
 
 

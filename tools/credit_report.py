@@ -7,8 +7,8 @@ import os
 import numpy as np
 
 from machinery.records import finite, read_checked
-from tools.credit import BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, pearson, true_advantages
-from tools.credit_bias import across_table, call_bias
+from tools.credit_figures import (BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, call_bias, pearson,
+                                  true_advantages)
 
 # the summary's columns: the pre-registered differences of each subset (turn 2: MT-GRPO against
 # GRPO-MR, the paper's case; MT-GRPO - GRPO-OR is 0 there by construction)
@@ -83,6 +83,29 @@ def bias_table(bias):
                   f"| {cell[e]['singular_draws']} / {cell[e]['b_not_positive_draws']} |"
                   for e in ESTIMATORS["search"] if e in cell]
     return lines + (across_table(bias) if "specifications" in bias else [])
+
+
+def across_table(bias):
+    """The across-state fit's specifications and MT-GRPO's terms, on the return."""
+    shown = [e for e in ESTIMATORS["search"] if all(e in row for row in bias.get("specifications", {}).values())]
+    lines = ["", f"**across states, A* of the return: c of each specification** ({bias['calls']} calls, "
+                 f"{bias['answers']} answers; 95 % interval; singular draws left out)", "",
+             "| specification | " + " | ".join(NAMES[e] for e in shown) + " |", "|---|" + "---|" * len(shown)]
+    for name, row in bias.get("specifications", {}).items():
+        lines.append(f"| {name} | " + " | ".join(signed_cell(row[e]["bonus"]) for e in shown) + " |")
+    if "mt_terms" in bias:
+        lines += ["", "MT-GRPO's c, term by term (they add up to its c): " + ", ".join(
+            f"{t} {signed_cell(v['bonus'])}" for t, v in bias["mt_terms"].items())]
+    return lines
+
+
+def signed(x):
+    return "–" if x is None or x != x else f"{x:+.2f}"
+
+
+def signed_cell(v):
+    """[point, low, high] as "+0.12 [−0.03, +0.25]" (the call-bias tables)."""
+    return f"{signed(v[0])} [{signed(v[1])}, {signed(v[2])}]"
 
 
 def update_table(figures, env):
