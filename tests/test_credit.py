@@ -568,8 +568,8 @@ def test_every_committed_measurement_loads_and_reproduces():
     import glob
     import os
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
-    assert len(paths) == 19  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
-    # the field's estimators at step 0 (two turns, K = 3) and on two trained K = 3 checkpoints
+    assert len(paths) == 20  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
+    # the field's estimators at step 0 (two turns, K = 3), on two trained K = 3 checkpoints and on the trained two-turn one
     import copy
     for path in paths:
         result = credit_report.read_result(path)
