@@ -352,7 +352,10 @@ def guard():
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):  # the helper alone holds the pipes: the checker reads EOF when it ends
         os.dup2(null, fd)
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))  # pid is our child
+    def stop(*_):  # SIGTERM may come just as the helper ends: then there is nothing to kill
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.waitpid(pid, 0)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # pid is reaped: it may be another's now

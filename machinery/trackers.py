@@ -337,6 +337,8 @@ def unlocked(db, seconds=2.0):
             conn.execute("BEGIN IMMEDIATE")  # the write lock Trackio's writes need, released at once
             conn.execute("ROLLBACK")
     except sqlite3.OperationalError as e:
+        if "locked" not in str(e):  # another fault (permissions, a damaged file): Trackio's own error then
+            return
         raise RuntimeError(f"its database {db} is locked by another process ({e}); end that process") from None
 
 
