@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import estimators
 import mtgrpo
+import tasks
 from env_two_roles import TEAM_TERMS
 from machinery import trackers
 from machinery.records import read_json
@@ -28,10 +29,10 @@ def flag(default, help):
 
 @dataclass
 class Args:
-    env: str = flag("search", "search (MT-GRPO paper), sokoban or planpath (AT-GRPO paper)")
-    algo: str = flag("auto", "the advantage estimator (estimators.py): search: " + " | ".join(estimators.names("search"))
-                     + "; sokoban, planpath: " + " | ".join(estimators.names("games")) + "; auto: "
-                     + " or ".join(estimators.DEFAULT.values()))
+    env: str = flag("search", "the task (tasks.py): " + "; ".join(f"{n}: {t.summary}" for n, t in tasks.TASKS.items()))
+    algo: str = flag("auto", "the advantage estimator (estimators.py): " + "; ".join(
+        f"{', '.join(tasks.names(kind))}: {' | '.join(estimators.names(kind))}" for kind in tasks.KINDS)
+        + "; auto: " + " or ".join(estimators.DEFAULT.values()))
     policy: str = flag("shared", "sokoban, planpath: shared (one model) or per-role (one model per role)")
     model: str = flag(BUNDLED, "hub id, local folder, or the bundled offline model")
     steps: int = flag(30, "training steps (rollout batches)")
@@ -141,14 +142,8 @@ NEWER = ("overwrite", "plain", "levels", "max_calls", "report_to", "run_name", "
 # flags of earlier versions that only chose how a step is computed: dropped from an older run's args.json
 REMOVED = ("hf_generate",)  # transformers' generate without the plain update; --plain now says it all
 
-ALGOS = {env: estimators.names(env) for env in estimators.TASKS}  # --env -> its --algo choices
-# --env sokoban and --env planpath change these defaults: the setups of docs/results-sokoban.md
-# and docs/results-planpath.md
-SOKOBAN_DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_completion_length": 8,
-                    "scale_rewards": "batch", "micro_batch_size": 16,
-                    "eval_every": 10, "save_every": 10}
-PLANPATH_DEFAULTS = {**SOKOBAN_DEFAULTS, "scale_rewards": "group", "positions": True}  # 7 x 7, paths of 3-4 moves, 4 turns
-ENV_DEFAULTS = {"search": {}, "sokoban": SOKOBAN_DEFAULTS, "planpath": PLANPATH_DEFAULTS}
+ALGOS = {name: estimators.names(t.kind) for name, t in tasks.TASKS.items()}  # --env -> its --algo choices
+ENV_DEFAULTS = {name: t.defaults for name, t in tasks.TASKS.items()}  # --env -> the defaults it changes
 
 
 def rows_or_auto(text):
@@ -246,32 +241,31 @@ def parse_args(argv=None):
     args = Args(**{**ENV_DEFAULTS.get(env, {}), **saved, **given})
     if args.resume:
         args.out, args.overwrite = args.resume, False
-    if args.env not in ALGOS:
-        refuse(f"--env must be one of {', '.join(ALGOS)}, not {args.env!r}")
-    args.algo = estimators.DEFAULT[estimators.TASKS[args.env]] if args.algo == "auto" else args.algo
+    if args.env not in tasks.TASKS:
+        refuse(f"--env must be one of {', '.join(tasks.TASKS)}, not {args.env!r}")
+    task, games = tasks.TASKS[args.env], " or ".join(tasks.names("game"))
+    args.algo = estimators.DEFAULT[task.kind] if args.algo == "auto" else args.algo
     if args.algo not in ALGOS[args.env]:
         refuse(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
     if args.prefill == "auto":
-        args.prefill = "<reasoning>" if args.env == "search" else "<answer>"
+        args.prefill = task.prefill
     if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
-            args.env == "search" or args.single_agent)):
-        refuse("--policy is shared, or per-role with --env sokoban or planpath and two roles (no --single-agent)")
+            task.kind != "game" or args.single_agent)):
+        refuse(f"--policy is shared, or per-role with --env {games} and two roles (no --single-agent)")
     if args.scale_rewards not in mtgrpo.SCALES:
         refuse(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
     if args.team_reward not in TEAM_REWARDS:
         refuse(f"--team-reward must be one of {', '.join(TEAM_REWARDS)}, not {args.team_reward!r}")
     if args.team_term not in TEAM_TERMS:
         refuse(f"--team-term must be one of {', '.join(TEAM_TERMS)}, not {args.team_term!r}")
-    if args.team_term != Args.team_term and (args.env == "search" or args.single_agent):
-        refuse("--team-term is the planner's: it needs --env sokoban or planpath with two roles (no --single-agent)")
+    if args.team_term != Args.team_term and (task.kind != "game" or args.single_agent):
+        refuse(f"--team-term is the planner's: it needs --env {games} with two roles (no --single-agent)")
     if args.levels not in LEVELS:
         refuse(f"--levels must be one of {', '.join(LEVELS)}, not {args.levels!r}")
-    if args.levels == "public" and (args.env != "planpath" or (args.size, args.min_solution, args.max_solution) != (
-            Args.size, Args.min_solution, Args.max_solution)):
-        refuse("--levels public (the public code's 10 x 10 Plan-Path levels, any path length) needs --env planpath "
-                "and takes no --size, --min-solution or --max-solution")
-    if args.max_calls != Args.max_calls and args.env != "search":
-        refuse("--max-calls is search's (tool calls before the answer); sokoban and planpath take --max-turns")
+    if args.levels == "public" and "levels" in task.flags and (args.size, args.min_solution, args.max_solution) != (
+            Args.size, Args.min_solution, Args.max_solution):
+        refuse(f"--levels public (the public code's 10 x 10 Plan-Path levels, any path length) needs --env "
+               f"{tasks.owners('levels')} and takes no --size, --min-solution or --max-solution")
     if args.max_solution and args.max_solution < args.min_solution:
         refuse(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
     if args.loss_type not in ("token", "seq"):
@@ -282,6 +276,10 @@ def parse_args(argv=None):
     for name, ok, what in CHECKS:
         if not ok(getattr(args, name)):
             refuse(f"--{name.replace('_', '-')} is {getattr(args, name)!r}; it must be {what}")
+    for f in dataclasses.fields(Args):  # a task's own flag, changed on another task, would be ignored
+        if f.name not in task.flags and tasks.owners(f.name) and getattr(args, f.name) != f.default:
+            refuse(f"--{f.name.replace('_', '-')} {getattr(args, f.name)} needs --env {tasks.owners(f.name)} (--env "
+                   f"{args.env} does not read it); drop it" + (", the games take --max-turns" if f.name == "max_calls" else ""))
     try:  # a tracker's package that is not installed is refused now, not at step 1
         args.report_to = trackers.parse(args.report_to)
     except ValueError as e:

@@ -26,7 +26,9 @@ import argparse
 import sys
 
 import planpath
+import env_two_roles
 from env_two_roles import TwoRoleTask
+from task import Task
 from sokoban import moves_in
 from machinery.cli import one_line
 
@@ -126,6 +128,16 @@ def make_tasks(seeds, args, levels=None):
     levels = levels or [make_level(s, args) for s in seeds]
     return [PlanPathTask(level, args.max_turns, args.team_alpha, not args.single_agent, args.moves_per_turn,
                          args.positions, getattr(args, "team_term", "own")) for level in levels]
+
+
+# the setup of docs/results-planpath.md: 7 x 7, paths of 3-4 moves, 4 turns; the report of
+# tools/compare.py adds the paper's single-agent baseline and per-role policies
+TASK = Task("planpath", "game", "Plan-Path, planner + executor (AT-GRPO paper)", "level",
+            table=env_two_roles.table("distance", "moves to the goal left"), plot=env_two_roles.PLOT,
+            each="success_each", defaults={**env_two_roles.DEFAULTS, "scale_rewards": "group", "positions": True},
+            flags=(*env_two_roles.FLAGS, "levels"), make_level=make_level, make_tasks=make_tasks, solves=solves,
+            order=("grpo-solo", "grpo", "at", "at-roles"),
+            pairs=(("at", "grpo"), ("at", "grpo-solo"), ("at-roles", "grpo"), ("at", "at-roles")))
 
 
 # ---------------------------------------------------------------- command line

@@ -14,15 +14,19 @@ With max_turns = K > 2 (train.py --max-calls K - 1) the model may search again a
 turns 1 .. K-1 may each call the tool, and the last turn that comes is the answer (this project's
 K-turn extension of MT-GRPO: mtgrpo.py says how it differs from the paper and the authors' code).
 
-Read top to bottom: the prompt and the worked example, parse_tool_call, format_result, SearchEnv.
+Read top to bottom: the prompt and the worked example, parse_tool_call, SearchEnv (its result text is
+retrieval.format_result), and the task as train.py and tools/ read it (TASK).
 """
 import json
+import sys
 
+import questions
 import retrieval
+import rewards
+from task import Task
 
 TOOL_NAME = "wiki_search"
 STOP_STRINGS = ["</tool>", "</answer>"]
-MAX_TITLE_WORDS = 20  # a title shown is cut like a text (hit_lines): it cannot flood the context
 
 
 # ---------------------------------------------------------------- the episode
@@ -101,21 +105,6 @@ def has_answer(turn_text):
     return start >= 0 and turn_text.find("</answer>", start + len("<answer>")) >= 0
 
 
-def hit_lines(hits, max_words=120):
-    """What the model reads of the hits: "Title: text" per hit, the title cut to MAX_TITLE_WORDS
-    words and the text to max_words (truncate_words: 30 characters a word at most). A title is
-    data too (a user's corpus, a remote server): a 5 MB one made a 5 MB observation. A fixed cap,
-    not max_words, because a title is a name; the retrievers' hits keep the whole title, which
-    questions.py's recall benchmark compares with the question's article."""
-    return "\n\n".join(f"{retrieval.truncate_words(h['title'], MAX_TITLE_WORDS)}: "
-                         f"{retrieval.truncate_words(h['text'], max_words)}" for h in hits)
-
-
-def format_result(hits, max_words=120):
-    """The observation of a successful search: the hit lines inside <result> tags."""
-    return "<result>\n" + (hit_lines(hits, max_words) or "No results found.") + "\n</result>"
-
-
 class SearchEnv:
     """One episode: a question, its gold aliases and a shared retriever (anything with
     .search(query, k) -> [{"title", "text", "score"}]); cheap to create.
@@ -159,4 +148,34 @@ class SearchEnv:
             hits = self.retriever.search(parse_tool_call(turn_text), self.k)
         except (ToolCallError, retrieval.RetrieverError) as e:
             return {"content": f"Error: {e}"}
-        return {"content": format_result(hits, self.max_words), "tool_results": hit_lines(hits, self.max_words)}
+        return {"content": retrieval.format_result(hits, self.max_words), "tool_results": retrieval.hit_lines(hits, self.max_words)}
+
+
+# ---------------------------------------------------------------- the task (task.py)
+def load(args):
+    """The retriever and the training and test questions (questions.py) of the flags."""
+    retriever = retrieval.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
+    if args.retriever_url:
+        retrieval.check_retriever(retriever)
+    train_qs, test_qs = questions.train_test_questions(args.train_questions, args.test_questions, args.corpus)
+    if note := questions.overlap_note(train_qs, test_qs):  # the same file for both, a copy, an overlap
+        print(note, file=sys.stderr)
+    return retriever, train_qs, test_qs
+
+
+def make_env(item, retriever, args):
+    """A fresh episode of one question, up to --max-calls + 1 turns (MT-GRPO's K)."""
+    return SearchEnv(item["question"], item["answers"], retriever, args.max_calls + 1, k=args.top_k,
+                     max_words=args.max_words, one_shot=args.one_shot)
+
+
+TASK = Task(
+    "search", "tool", "Wikipedia search, then answer (MT-GRPO paper)", "question",
+    # rates are fractions of the maximum; rewards are in reward units
+    table=(("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
+           ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),
+           ("xml_format_rate", "xml format rate (0.4 free)")),
+    plot=("tool_execution_rate", "exact_match_rate", "reward"), each="exact_match_each",
+    flags=("max_calls", "top_k", "max_words", "retriever_url", "corpus", "train_questions", "test_questions"),
+    prefill="<reasoning>", load=load, make_env=make_env, stop_strings=STOP_STRINGS, rubric=rewards.MT_GRPO,
+    pairs=(("mt", "mr"), ("mt", "or"), ("mr", "or")))

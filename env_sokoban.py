@@ -11,8 +11,10 @@ moves (sokoban.step_reward). The team reward is ours (see docs/sokoban.md): prog
 with team="solver" (the default) the drop in the optimal number of moves left (the solver's), with
 team="distance" the drop in D, the box-goal distance; +10 when the turn solves the level.
 """
+import env_two_roles
 import sokoban
 from env_two_roles import TwoRoleTask
+from task import Task
 
 FORMAT_PENALTY = -2.0  # an answer with no readable moves, as the paper's code: below any move's
 # reward, else (at -0.1) a group that holds wrong moves (about -1 each) teaches answering nothing
@@ -99,3 +101,11 @@ def make_tasks(seeds, args, levels=None):
     return [SokobanTask(level, args.max_turns, args.team_alpha, not args.single_agent,
                         args.moves_per_turn, args.team_reward, args.positions, getattr(args, "team_term", "own"))
             for level in levels]
+
+
+# the setup of docs/results-sokoban.md
+TASK = Task("sokoban", "game", "Sokoban, planner + executor (AT-GRPO paper)", "level",
+            table=env_two_roles.table("box_distance", "box-goal distance (cells)"), plot=env_two_roles.PLOT,
+            each="success_each", defaults=env_two_roles.DEFAULTS,
+            flags=(*env_two_roles.FLAGS, "boxes", "reverse_steps", "team_reward"),
+            make_level=make_level, make_tasks=make_tasks, solves=solves)

@@ -29,6 +29,23 @@ STOP_STRINGS = ["</answer>", "\n"]  # a turn ends at either: the answer is its f
 ANSWER_FORMAT = {1: "Answer with one move inside answer tags: U, D, L or R, for example <answer>L</answer>.",
                  "n": "Answer with at most {} moves inside answer tags: U, D, L or R, for example "
                       "<answer>L U</answer>."}  # measured: more varied samples than "<answer>R R D</answer>"
+# what train.py's table and tools/compare.py show of a game (task.Task.table, .plot): rates are
+# fractions of the maximum; rewards are in reward units. A game names its distance metric itself.
+TABLE = (("success", "success rate"), ("best_constant_success", "best constant answer's success"),
+         ("board_ablation_success", "success, another level's board"), ("distinct_answers", "distinct answer sequences"),
+         ("DISTANCE", "DISTANCE"), ("reward_planner", "planner reward"), ("reward_executor", "executor reward"))
+PLOT = ("success", "best_constant_success", "board_ablation_success")
+FLAGS = ("size", "min_solution", "max_solution", "max_turns", "moves_per_turn", "team_alpha", "team_term",
+         "positions", "single_agent")  # the flags both games read (task.Task.flags)
+DEFAULTS = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_completion_length": 8,
+            "scale_rewards": "batch", "micro_batch_size": 16, "eval_every": 10, "save_every": 10}
+
+
+def table(distance, label):
+    """TABLE with the game's distance metric and its label."""
+    return tuple((distance, label) if k == "DISTANCE" else (k, what) for k, what in TABLE)
+
+
 TEAM = ("You are the {} of a team of two: the planner proposes moves, they are tried on a copy "
         "of the {}, and the executor sees the result and decides the moves really played.")
 

@@ -1,11 +1,11 @@
 """Every advantage estimator this project trains or measures, one row each: its name (--algo), its
-label, its task, its rollout scheme, its source, and the function that computes its advantages.
+label, the kind of task it serves (task.py), its rollout scheme, its source, and the function that computes its advantages.
 train.py, config.py and tools/ (show, compare, credit, credit_bias, scale_trl) take names and
 labels from this table and list none of their own (tests/test_estimators.py checks it), so adding
-a search estimator is one function (mtgrpo.py for the MT-GRPO paper's, field.py for the others),
+a tool-use estimator is one function (mtgrpo.py for the MT-GRPO paper's, field.py for the others),
 one row here and one test.
 
-A search row's function maps one step's rewards to per-turn advantages:
+A tool-use row's function maps one step's rewards to per-turn advantages:
     fn(turn_rewards (groups, G, K-1), outcome_rewards (groups, G), turns (groups, G), alpha, scale,
        **needs) -> (groups, G, K), A_k at index k-1 (mtgrpo.py's layout)
 needs: a row's inputs beyond the rewards, by name (field.inputs makes them from the episodes):
@@ -22,8 +22,7 @@ import atgrpo
 import field
 import mtgrpo
 
-TASKS = {"search": "search", "sokoban": "games", "planpath": "games"}  # --env -> the estimators' task
-DEFAULT = {"search": "mt", "games": "at"}  # --algo auto: each task's paper's estimator
+DEFAULT = {"tool": "mt", "game": "at"}  # --algo auto: each kind of task's paper's estimator (task.py)
 
 
 @dataclass(frozen=True)
@@ -32,61 +31,60 @@ class Estimator:
     label: str  # progress bar, tables, plots
     summary: str  # one line: what it credits
     paper: str  # "MT-GRPO", "AT-GRPO", "GiGPO" or "field" (another project's)
-    task: str  # "search" or "games"
-    scheme: str  # search: "episodes" (G per question); games: "tree" or "trajectories" (K per level)
+    kind: str  # the tasks it serves (task.py): "tool" (MT-GRPO's episodes) or "game" (AT-GRPO's)
+    scheme: str  # tool: "episodes" (G per question); game: "tree" or "trajectories" (K per level)
     source: str  # the paper, or the file and lines it follows
     fn: object  # the advantages (module docstring)
     trainable: bool = True  # False: measured by tools/credit.py only (a setting of a trainable one)
-    needs: tuple = ()  # search: inputs beyond the rewards, passed by name (field.inputs): "states", "info_gain"
+    needs: tuple = ()  # tool: inputs beyond the rewards, passed by name (field.inputs): "states", "info_gain"
 
 
 def mtgrpo_row(algo):
-    """mtgrpo.turn_advantages as a search row's function (it needs no `turns`)."""
+    """mtgrpo.turn_advantages as a tool-use row's function (it needs no `turns`)."""
     return lambda R_T, R_O, turns, alpha, scale: mtgrpo.turn_advantages(R_T, R_O, algo, alpha, scale)
 
 
 TABLE = (
-    Estimator("or", "GRPO-OR", "GRPO-OR, outcome reward", "MT-GRPO", "search", "episodes",
+    Estimator("or", "GRPO-OR", "GRPO-OR, outcome reward", "MT-GRPO", "tool", "episodes",
               "MT-GRPO paper (arXiv 2505.11821): A_k = norm(R^O)", mtgrpo_row("or")),
-    Estimator("mr", "GRPO-MR", "GRPO-MR, merged reward", "MT-GRPO", "search", "episodes",
+    Estimator("mr", "GRPO-MR", "GRPO-MR, merged reward", "MT-GRPO", "tool", "episodes",
               "MT-GRPO paper: A_k = norm(sum R^T + R^O)", mtgrpo_row("mr")),
-    Estimator("mt", "MT-GRPO", "MT-GRPO, turn-level advantages", "MT-GRPO", "search", "episodes",
+    Estimator("mt", "MT-GRPO", "MT-GRPO, turn-level advantages", "MT-GRPO", "tool", "episodes",
               "MT-GRPO paper: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O); K > 2 this project's (mtgrpo.py)",
               mtgrpo_row("mt")),
-    Estimator("mt_half", "MT-GRPO α=0.5", "MT-GRPO with its turn discount alpha at 0.5", "MT-GRPO", "search",
+    Estimator("mt_half", "MT-GRPO α=0.5", "MT-GRPO with its turn discount alpha at 0.5", "MT-GRPO", "tool",
               "episodes", "mtgrpo.py's K-turn form at alpha 0.5 (--algo mt --alpha 0.5)",
               lambda R_T, R_O, turns, alpha, scale: mtgrpo.turn_advantages(R_T, R_O, "mt", 0.5, scale), False),
-    Estimator("loo", "per-turn LOO", "per-turn-index leave-one-out baseline (PipelineRL)", "field", "search",
+    Estimator("loo", "per-turn LOO", "per-turn-index leave-one-out baseline (PipelineRL)", "field", "tool",
               "episodes", "PipelineRL PR #135 (58d3934), pipelinerl/finetune/rl/__init__.py 477-520: field.turn_index_loo",
               field.turn_index_loo),
     Estimator("kevin", "returns γ=0.4", "discounted per-turn returns, normalised over the group's turns (Kevin)",
-              "field", "search", "episodes", "Kevin (arXiv 2507.11948) as verifiers PR #536 computes it: "
+              "field", "tool", "episodes", "Kevin (arXiv 2507.11948) as verifiers PR #536 computes it: "
               "field.discounted_returns", field.discounted_returns),
     Estimator("gigpo_search", "GiGPO (search)", "GiGPO's episode and anchor-state groups; a state is the question "
-              "and the tool results seen", "GiGPO", "search", "episodes", "GiGPO (arXiv 2505.10978) eq. 5-8, as "
+              "and the tool results seen", "GiGPO", "tool", "episodes", "GiGPO (arXiv 2505.10978) eq. 5-8, as "
               "atgrpo.gigpo_advantages: field.anchor_state_groups", field.anchor_state_groups, needs=("states",)),
-    Estimator("igpo", "MT-GRPO, R^T = IG", "MT-GRPO with IGPO's information gain as the turn reward", "field", "search",
+    Estimator("igpo", "MT-GRPO, R^T = IG", "MT-GRPO with IGPO's information gain as the turn reward", "field", "tool",
               "episodes", "IGPO (arXiv 2510.14967), GuoqingWang1/IGPO at bff163b, scrl/llm_agent/generation.py "
               "295-423: field.info_gain_turns", field.info_gain_turns, needs=("info_gain",)),
-    Estimator("grpo", "GRPO", "GRPO baseline, trajectory groups", "AT-GRPO", "games", "trajectories",
+    Estimator("grpo", "GRPO", "GRPO baseline, trajectory groups", "AT-GRPO", "game", "trajectories",
               "AT-GRPO paper (arXiv 2510.11062), its GRPO baseline: atgrpo.trajectory_samples",
               lambda trajectories, K, scale: [[a] * len(t) for a, t in zip(
                   atgrpo.episode_advantages(trajectories, K, scale)[1], trajectories)]),
-    Estimator("gigpo", "GiGPO", "GiGPO, trajectory and anchor-state groups", "GiGPO", "games", "trajectories",
+    Estimator("gigpo", "GiGPO", "GiGPO, trajectory and anchor-state groups", "GiGPO", "game", "trajectories",
               "GiGPO (arXiv 2505.10978) eq. 8, verl-agent gigpo/core_gigpo.py: atgrpo.gigpo_samples",
               lambda trajectories, K, scale: atgrpo.gigpo_advantages(trajectories, K, scale=scale)),
-    Estimator("at", "AT-GRPO", "AT-GRPO, agent- and turn-wise groups", "AT-GRPO", "games", "tree",
+    Estimator("at", "AT-GRPO", "AT-GRPO, agent- and turn-wise groups", "AT-GRPO", "game", "tree",
               "AT-GRPO paper, tree sampling: atgrpo.tree_samples", atgrpo.tree_advantages),
 )
 BY_NAME = {e.name: e for e in TABLE}
 
 
-def names(task=None, trainable=True, paper=None, needing=None):
-    """The estimators' names in the table's order: of one task ("search", "games", or an --env)
-    and one paper if given, the trainable ones only unless trainable=False, and if `needing` is
-    given only those whose extra inputs are among it (needing=(): the rewards alone)."""
-    task = TASKS.get(task, task)
-    return tuple(e.name for e in TABLE if (task is None or e.task == task) and (paper is None or e.paper == paper)
+def names(kind=None, trainable=True, paper=None, needing=None):
+    """The estimators' names in the table's order: of one kind of task ("tool" or "game") and one
+    paper if given, the trainable ones only unless trainable=False, and if `needing` is given only
+    those whose extra inputs are among it (needing=(): the rewards alone)."""
+    return tuple(e.name for e in TABLE if (kind is None or e.kind == kind) and (paper is None or e.paper == paper)
                  and (e.trainable or not trainable) and (needing is None or set(e.needs) <= set(needing)))
 
 

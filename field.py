@@ -136,15 +136,16 @@ def anchor_state_groups(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="
 
 
 # ---------------------------------------------------------------- IGPO's information-gain turn reward
-def gold_probabilities(model, tok, contexts, gold, fill_logprobs, temperature=1.0, micro_batch_size=8, bf16=True):
+def gold_probabilities(model, tok, contexts, gold, fill_logprobs, temperature=1.0, micro_batch_size=8, bf16=True,
+                       tag="answer"):
     """p = exp(mean log pi(gold tokens)) after each context, the answer teacher-forced as
     <answer>gold</answer> (IGPO, GuoqingWang1/IGPO at bff163b, scrl/llm_agent/generation.py lines
     295-423: the mean over the gold answer's tokens, under the current policy). contexts: token id
-    lists; gold: one text per context. Equal contexts are computed once. fill_logprobs is
+    lists; gold: one text per context; tag: the task's answer tag (rewards.Tags). Equal contexts are computed once. fill_logprobs is
     loss.fill_logprobs, passed in: config.py reads this file through estimators.py, and nothing
     config reaches may reach the update."""
     enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    opening, closing = enc("<answer>"), enc("</answer>")
+    opening, closing = enc(f"<{tag}>"), enc(f"</{tag}>")
     wanted = {}
     for c, g in zip(contexts, gold):
         wanted.setdefault((tuple(c), g), enc(g))
@@ -158,7 +159,7 @@ def gold_probabilities(model, tok, contexts, gold, fill_logprobs, temperature=1.
     return [wanted[tuple(c), g] for c, g in zip(contexts, gold)]
 
 
-def info_gains(model, tok, samples, answers, K, args, fill_logprobs):
+def info_gains(model, tok, samples, answers, K, args, fill_logprobs, tag="answer"):
     """(episodes, K-1) IGPO's turn rewards R^T_k = p_k - p_{k-1} for each turn k that did not end its
     episode (0 after), p_k the gold answer's probability (gold_probabilities) once turn k's result
     is in the context, p_0 before turn 1. The context is the prompt turn k+1 was sampled from,
@@ -166,7 +167,7 @@ def info_gains(model, tok, samples, answers, K, args, fill_logprobs):
     cut = len(tok(args.prefill, add_special_tokens=False)["input_ids"]) if args.prefill else 0
     contexts = [(i, s.ids[:start - cut]) for i, s in enumerate(samples) for start in s.starts]
     p = gold_probabilities(model, tok, [c for _, c in contexts], [answers[i][0] for i, _ in contexts], fill_logprobs,
-                           args.temperature, args.micro_batch_size or 8, args.bf16)  # 0: auto, as train sizes it
+                           args.temperature, args.micro_batch_size or 8, args.bf16, tag)  # 0: auto, as train sizes it
     gains, at = torch.zeros(len(samples), K - 1, dtype=torch.float64), 0
     for i, s in enumerate(samples):
         mine, at = p[at:at + len(s.starts)], at + len(s.starts)
@@ -187,14 +188,14 @@ def info_gain_turns(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="grou
     return turn_advantages(info_gain, outcome_rewards, "mt", alpha, scale)
 
 
-def inputs(needs, envs, samples, G, model, tok, args, fill_logprobs=None):
-    """What a search row needs beyond its rewards (estimators.Estimator.needs), for one step's
+def inputs(needs, envs, samples, G, model, tok, args, fill_logprobs=None, tag="answer"):
+    """What a tool-use row needs beyond its rewards (estimators.Estimator.needs), for one step's
     episodes (G per question, in order): "states" (anchor_states) and "info_gain" (info_gains,
-    with loss.fill_logprobs)."""
+    with loss.fill_logprobs and the task's answer tag)."""
     out, K = {}, args.max_calls + 1
     if "states" in needs:
         out["states"] = anchor_states([[m["content"] for m in e.completion if m["role"] == "user"] for e in envs], G, K)
     if "info_gain" in needs:
         out["info_gain"] = info_gains(model, tok, samples, [e.answers for e in envs], K, args,
-                                      fill_logprobs).view(-1, G, K - 1)
+                                      fill_logprobs, tag).view(-1, G, K - 1)
     return out

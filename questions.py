@@ -20,9 +20,8 @@ import re
 import sys
 import time
 
-from env_search import format_result
 from machinery.records import read_jsonl
-from retrieval import BM25Retriever, load_corpus_jsonl, load_wiki_corpus, tokenize, truncate_words
+from retrieval import BM25Retriever, format_result, load_corpus_jsonl, load_wiki_corpus, tokenize, truncate_words
 from machinery.cli import one_line
 
 HUMAN_QUESTIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",

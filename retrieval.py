@@ -1,7 +1,7 @@
 """The search tool of MT-GRPO's search agent (Zeng et al. 2025, arXiv 2505.11821): an offline
 Wikipedia, BM25 over it, or a remote Search-R1 style retrieval server. The episode that calls it is
-env_search.py. Read top to bottom: corpus (offline Wikipedia or JSONL), tokenizer, BM25, remote
-retriever, and a command-line probe (`python retrieval.py --help`).
+env_search.py. Read top to bottom: corpus (offline Wikipedia or JSONL), tokenizer, what the model reads of
+the hits (the result text), BM25, remote retriever, and a command-line probe (`python retrieval.py --help`).
 """
 import argparse
 import http.client
@@ -73,6 +73,25 @@ def truncate_words(text, max_words):
     if max_words is None or (len(words) <= max_words and sum(map(len, words)) + len(words) <= 30 * max_words):
         return " ".join(words)
     return " ".join(words[:max_words])[:30 * max_words] + "…"
+
+
+# ---------------------------------------------------------------- what the model reads of the hits
+MAX_TITLE_WORDS = 20  # a title shown is cut like a text (hit_lines): it cannot flood the context
+
+
+def hit_lines(hits, max_words=120):
+    """What the model reads of the hits: "Title: text" per hit, the title cut to MAX_TITLE_WORDS
+    words and the text to max_words (truncate_words: 30 characters a word at most). A title is
+    data too (a user's corpus, a remote server): a 5 MB one made a 5 MB observation. A fixed cap,
+    not max_words, because a title is a name; the retrievers' hits keep the whole title, which
+    questions.py's recall benchmark compares with the question's article."""
+    return "\n\n".join(f"{truncate_words(h['title'], MAX_TITLE_WORDS)}: "
+                         f"{truncate_words(h['text'], max_words)}" for h in hits)
+
+
+def format_result(hits, max_words=120):
+    """The observation of a successful search: the hit lines inside <result> tags."""
+    return "<result>\n" + (hit_lines(hits, max_words) or "No results found.") + "\n</result>"
 
 
 # ---------------------------------------------------------------- BM25

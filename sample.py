@@ -1,7 +1,7 @@
 """What a rollout hands the update: one `Sample` per sequence, the token ids exactly as generated
 (never decoded and re-encoded), a loss mask that is 1 only on model tokens (prompt and
 environment tokens stay in attention with mask 0), and one advantage per token. Search episodes
-are made by policy.play_episodes, and train.search_step sets their mask and advantages from
+are made by policy.play_episodes, and train.tool_step sets their mask and advantages from
 mtgrpo.token_advantages; AT-GRPO's are made whole by atgrpo.py. The loss (loss.py) reads them.
 `signal` measures what a step's samples can teach (train.py logs it).
 """

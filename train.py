@@ -1,4 +1,4 @@
-"""Train LLM agents with turn-level credit: MT-GRPO on Wikipedia search, AT-GRPO on Sokoban, Plan-Path.
+"""Train LLM agents with turn-level credit: MT-GRPO on tool use (search, calc), AT-GRPO on games (Sokoban, Plan-Path).
 
     python train.py --algo mt                                 # search agent, CPU, bundled model
     python train.py --algo mt --model Qwen/Qwen2.5-0.5B       # the same on one CUDA GPU (bf16)
@@ -6,12 +6,12 @@
     python train.py --env planpath --algo at                  # reach a goal cell, planner + executor
     python train.py --plain true ...                          # any of these as the code reads (slower)
 
-One training step, in order:
-  1. rollout     search: G two-turn episodes per question (policy.play_episodes);
-                 sokoban, planpath: AT-GRPO tree sampling, K candidates per (level, agent, turn)
-  2. rewards     search: turn reward R^T and outcome reward R^O (rewards.py);
-                 sokoban, planpath: each candidate scored on its own copy of the level (atgrpo.tree_step)
-  3. advantages  search: the --algo row of estimators.py (MT / MR / OR, field.py's); atgrpo.tree_samples
+One training step, in order (tasks.py: each --env is a tool-use task or a game):
+  1. rollout     tool use: G two-turn episodes per question (policy.play_episodes);
+                 games: AT-GRPO tree sampling, K candidates per (level, agent, turn)
+  2. rewards     tool use: turn reward R^T and outcome reward R^O (the task's rubric, rewards.py);
+                 games: each candidate scored on its own copy of the level (atgrpo.tree_step)
+  3. advantages  tool use: the --algo row of estimators.py (MT / MR / OR, field.py's); atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; fast/ by default)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint. Skip
@@ -29,17 +29,13 @@ import torch
 from tqdm import tqdm
 
 import atgrpo
-import env_planpath
-import env_search
-import env_sokoban
 import env_two_roles
 import estimators
 import evaluate_games
 import field
 import mtgrpo
-import questions as qa
 import rewards
-import retrieval
+import tasks
 from config import changed_flags, check_out, parse_args
 from loss import fill_logprobs, policy_update
 from sample import signal
@@ -50,45 +46,39 @@ from machinery.cli import ignore_ctrl_c, in_chunks, table_cell
 from machinery.precision import precision_line
 
 
-# ---------------------------------------------------------------- search (MT-GRPO)
+# ---------------------------------------------------------------- tool use (MT-GRPO): search, calc
 def load_task(args):
-    """(data, training pool, test items): search: the retriever and the questions; sokoban and
-    planpath: no data, level seeds below 10**9 to train on and from 10**9 on to test."""
+    """(data, training pool, test items): a tool-use task's data (search: the retriever) and its
+    questions; a game: no data, level seeds below 10**9 to train on and from 10**9 on to test."""
+    task = tasks.TASKS[args.env]
     try:
-        if args.env in GAMES:
-            GAMES[args.env].make_level(0, args)  # can such a level exist?
+        if task.kind == "game":
+            task.make_level(0, args)  # can such a level exist?
             return None, range(10 ** 9), [10 ** 9 + i for i in range(args.eval_n)]
-        retriever = retrieval.make_retriever(args.retriever_url or None, args.corpus or None, args.max_words)
-        if args.retriever_url:
-            retrieval.check_retriever(retriever)
-        train_qs, test_qs = qa.train_test_questions(args.train_questions, args.test_questions, args.corpus)
+        data, train_qs, test_qs = task.load(args)
     except (ImportError, OSError, ValueError) as e:  # missing package or file, malformed JSONL, ...
         raise SystemExit(f"Could not load the data: {e}")
-    if note := qa.overlap_note(train_qs, test_qs):  # the same file for both, a copy, an overlap
-        print(note, file=sys.stderr)
     if len(train_qs) < args.batch_size:
-        raise SystemExit(f"--batch-size {args.batch_size} is more than the {len(train_qs)} training questions")
-    return retriever, train_qs, test_qs[:args.eval_n]
+        raise SystemExit(f"--batch-size {args.batch_size} is more than the {len(train_qs)} training {task.item}s")
+    return data, train_qs, test_qs[:args.eval_n]
 
 
-def make_envs(questions, retriever, args, repeat=1):
+def make_envs(questions, data, args, repeat=1):
     """`repeat` episodes of each question, question by question: rows i*G .. i*G+G-1 are the
     group of question i."""
-    return [env_search.SearchEnv(q["question"], q["answers"], retriever, args.max_calls + 1, k=args.top_k,
-                                 max_words=args.max_words, one_shot=args.one_shot)
-            for q in questions for _ in range(repeat)]
+    return [tasks.TASKS[args.env].make_env(q, data, args) for q in questions for _ in range(repeat)]
 
 
-def search_step(models, tok, questions, retriever, args):
-    """MT-GRPO (or another --algo of search) on G episodes per question: rollout, rewards, advantages."""
-    G = args.num_generations
-    envs = make_envs(questions, retriever, args, repeat=G)
-    samples, n_generated = play_episodes(models["policy"], tok, envs, args, env_search.STOP_STRINGS)
-    turn_r, outcome_r, log = rewards.score_episodes(envs)
+def tool_step(models, tok, questions, data, args):
+    """MT-GRPO (or another --algo of tool use) on G episodes per question: rollout, rewards, advantages."""
+    G, task = args.num_generations, tasks.TASKS[args.env]
+    envs = make_envs(questions, data, args, repeat=G)
+    samples, n_generated = play_episodes(models["policy"], tok, envs, args, task.stop_strings)
+    turn_r, outcome_r, log = rewards.score_episodes(envs, task.rubric)
     R_T, R_O = torch.tensor(turn_r).view(-1, G, args.max_calls), torch.tensor(outcome_r).view(-1, G)
     turns = torch.tensor([e.turns for e in envs]).view(-1, G)  # an episode may answer before turn K
     row = estimators.BY_NAME[args.algo]  # GiGPO's and IGPO's rows need more than the rewards: field.inputs
-    extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args, fill_logprobs)
+    extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args, fill_logprobs, task.rubric.tags.answer)
     adv = row.fn(R_T, R_O, turns, args.alpha, args.scale_rewards, **extra).view(len(envs), -1)
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
         s.adv, s.mask = mtgrpo.token_advantages(s.turn, adv[i].tolist())
@@ -96,9 +86,7 @@ def search_step(models, tok, questions, retriever, args):
     return samples, n_generated, log
 
 
-# ---------------------------------------------------------------- sokoban and planpath (AT-GRPO)
-GAMES = {"sokoban": env_sokoban, "planpath": env_planpath}  # each: make_level, make_tasks, solves
-
+# ---------------------------------------------------------------- games (AT-GRPO): sokoban, planpath
 
 def role_models(models):
     """role -> model: a shared policy plays every role."""
@@ -108,7 +96,7 @@ def role_models(models):
 def game_step(models, tok, seeds, args):
     """AT-GRPO tree sampling (the rewards, scored inside, choose the branch), then group advantages; or GRPO's trajectories."""
     sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS)
-    make_task = lambda seed: GAMES[args.env].make_tasks([seed], args)[0]  # noqa: E731
+    make_task = lambda seed: tasks.TASKS[args.env].make_tasks([seed], args)[0]  # noqa: E731
     samples, played, final = atgrpo.rollout_samples(make_task, seeds, sampler, args.num_generations,
                                                     args.algo, args.scale_rewards)
     return samples, sum(sum(s.mask) for s in samples), evaluate_games.episode_metrics(played, final)
@@ -143,18 +131,6 @@ def routed(samples, name):
 
 
 # ---------------------------------------------------------------- the loop
-# what the tables show: rates are fractions of the maximum; rewards are in reward units
-TABLE = {"search": [("reward", "total reward (max 2.6)"), ("tool_execution_rate", "tool execution rate"),
-                    ("answer_in_results_rate", "answer in results rate"), ("exact_match_rate", "exact match rate"),
-                    ("xml_format_rate", "xml format rate (0.4 free)")],
-         "sokoban": [("success", "success rate"), ("best_constant_success", "best constant answer's success"),
-                     ("board_ablation_success", "success, another level's board"),
-                     ("distinct_answers", "distinct answer sequences"), ("box_distance", "box-goal distance (cells)"),
-                     ("reward_planner", "planner reward"), ("reward_executor", "executor reward")]}
-TABLE["planpath"] = [("distance", "moves to the goal left") if k == "box_distance" else (k, what)
-                     for k, what in TABLE["sokoban"]]
-
-
 def main(argv=None):
     args = parse_args(argv)  # every flag is checked, then the data and models are loaded,
     check_out(args)  # and only then is anything written to the run folder
@@ -225,8 +201,8 @@ def train(args):
         for param_group in (p for o in optimizers.values() for p in o.param_groups):  # linear warmup, then constant
             param_group["lr"] = args.learning_rate * min(1.0, step / max(1, args.warmup_steps))
         batch, t0 = rng.sample(pool, args.batch_size), time.time()
-        if args.env == "search":  # steps 1-3: rollout, rewards, advantages
-            samples, n_generated, line = search_step(models, tok, batch, data, args)
+        if tasks.TASKS[args.env].kind == "tool":  # steps 1-3: rollout, rewards, advantages
+            samples, n_generated, line = tool_step(models, tok, batch, data, args)
         else:
             samples, n_generated, line = game_step(models, tok, batch, args)
         t_generate = time.time() - t0
@@ -237,7 +213,7 @@ def train(args):
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
             line.update(run_eval(step))
         write(line)
-        bar.set_postfix({**{k: f"{line[k]:.2f}" for k, _ in TABLE[args.env][:3] if k in line},
+        bar.set_postfix({**{k: f"{line[k]:.2f}" for k, _ in tasks.TASKS[args.env].table[:3] if k in line},
                          "zero-adv groups": f"{line['zero_adv_groups']:.2f}"})
         if step % args.save_every == 0 or step == args.steps:
             phase(step, "save checkpoint")
@@ -252,30 +228,30 @@ def train(args):
 # evaluation, the context check, the summary table
 def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, desc="evaluate", keep=None):
     """Mean metrics of one episode per test question (or level), greedy by default, `chunk` at a time (default:
-    a training step's episodes); search also gives exact_match_each, 0/1 per question, and its episodes in `keep`."""
-    chunk = chunk or args.batch_size * args.num_generations
-    if args.env in GAMES:
+    a training step's episodes); tool use also gives exact_match_each, 0/1 per question, and its episodes in `keep`."""
+    chunk, task = chunk or args.batch_size * args.num_generations, tasks.TASKS[args.env]
+    if task.kind == "game":
         sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS, greedy)
-        return evaluate_games.evaluate(sampler, items, args, GAMES[args.env],
-                                       lambda levels: in_chunks(levels, chunk, desc, "level"))
+        return evaluate_games.evaluate(sampler, items, args, task, lambda levels: in_chunks(levels, chunk, desc, "level"))
     envs = []
     for part in in_chunks(items, chunk, desc, "question"):
         envs += make_envs(part, data, args)
-        play_episodes(models["policy"], tok, envs[-len(part):], args, env_search.STOP_STRINGS, greedy)
-    each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers) > 0)) for e in envs)
+        play_episodes(models["policy"], tok, envs[-len(part):], args, task.stop_strings, greedy)
+    each = "".join(str(int(rewards.exact_match_reward(e.completion, e.answers, task.rubric.tags) > 0)) for e in envs)
     if keep is not None:  # the episodes themselves, for the caller
         keep.extend(envs)
-    return {**rewards.score_episodes(envs)[2], "exact_match_each": each}  # per question, for tools/compare.py's intervals
+    return {**rewards.score_episodes(envs, task.rubric)[2], "exact_match_each": each}  # per question, for tools/compare.py's intervals
 
 
 def check_prompts(model, tok, data, pool, test, args):
-    """The longest prompt and its new tokens must fit the context: search, the longest question with its
+    """The longest prompt and its new tokens must fit the context: tool use, the longest question with its
     max_calls + 1 turns; the games, the longest prompt a role sees on the test and a few training levels."""
-    items = [*pool[:8], *test] if args.env in GAMES else [*pool, *test]
-    if args.env == "search":
+    task = tasks.TASKS[args.env]
+    items = [*pool[:8], *test] if task.kind == "game" else [*pool, *test]
+    if task.kind == "tool":
         longest = max(items, key=lambda q: len(q["question"]))
         return check_context(model, tok, make_envs([longest], data, args)[0].messages, (args.max_calls + 1) * args.max_completion_length)
-    check_context(model, tok, env_two_roles.longest_messages(GAMES[args.env].make_tasks(items, args)),
+    check_context(model, tok, env_two_roles.longest_messages(task.make_tasks(items, args)),
                   args.max_completion_length, "use a smaller --size or --moves-per-turn, or lower --max-completion-length")
 
 
@@ -285,12 +261,12 @@ def print_table(history, args):
     if evals:  # a rate with its 95 % interval (Wilson's) over the n test items: at n = 8 one answer is 0.125
         n = len(evals[-1].get("eval_exact_match_each", "")) or args.eval_n
         print(f"\n{f'greedy eval ({n} items, 95 % CI)':<34}" + "".join(f"{'step ' + str(e['step']):<22}" for e in (evals[0], evals[-1])))
-        for k, label in TABLE[args.env]:
+        for k, label in tasks.TASKS[args.env].table:
             print(f"{label:<34}" + "".join(f"{table_cell(label, e.get('eval_' + k, float('nan')), n):<22}" for e in (evals[0], evals[-1])))
     if train:
         print(f"\ntraining mean over {len(train)} steps (sampled): " + ", ".join(
             f"{label} {np.mean([h[k] for h in train]):.3f}"
-            for k, label in TABLE[args.env] + [("tokens_per_s", "tokens/s")] if k in train[0]))
+            for k, label in (*tasks.TASKS[args.env].table, ("tokens_per_s", "tokens/s")) if k in train[0]))
 
 
 if __name__ == "__main__":

@@ -87,9 +87,9 @@ def advantage_of_turn(row):
     return dict(sorted((t, a) for a, m, t in zip(row["adv"], row["mask"], row["turn"]) if m and t > 0))
 
 
-def reward_labels(row, env):
-    """Search: rewards[k] belongs to turn k, the last one is the outcome reward R^O.
-    Sokoban: AT-GRPO's one reward belongs to the turn the sample's tokens were generated at;
+def reward_labels(row):
+    """Tool use: rewards[k] belongs to turn k, the last one is the outcome reward R^O (only a
+    tool-use sample has more than one reward). The games: AT-GRPO's one reward belongs to the turn the sample's tokens were generated at;
     the GRPO baseline and GiGPO give every sample of a trajectory that trajectory's return (their
     groups are named "trajectories of level ...", atgrpo.trajectory_samples)."""
     turns = sorted(advantage_of_turn(row)) or [1]
@@ -97,18 +97,18 @@ def reward_labels(row, env):
         return ["trajectory return"]
     if len(row["rewards"]) == 1:
         return [f"turn {turns[0]}"]
-    return [f"turn {k + 1}" + (" (outcome)" if env == "search" and k == len(row["rewards"]) - 1 else "")
+    return [f"turn {k + 1}" + (" (outcome)" if k == len(row["rewards"]) - 1 else "")
             for k in range(len(row["rewards"]))]
 
 
 # ---------------------------------------------------------------- one group as a table
-def group_table(rows, env, prompt_end=300):
+def group_table(rows, prompt_end=300):
     """(columns, data) of one group for a tracker's table (machinery/trackers.py): a row per
     rollout with the last prompt_end characters of its prompt, each turn's text (the
     environment's reply after it, marked), then its rewards and its advantage per turn as numbers
     (a column each, which a tracker can sort; None where a rollout has no such turn)."""
     turns = max((t for r in rows for t in r["turn"]), default=0)
-    labels = list(dict.fromkeys(l for r in rows for l in reward_labels(r, env)))
+    labels = list(dict.fromkeys(l for r in rows for l in reward_labels(r)))
     columns = (["rollout", "prompt (end)"] + [f"turn {k}" for k in range(1, turns + 1)]
                + [f"reward: {l}" for l in labels] + [f"advantage: turn {k}" for k in range(1, turns + 1)])
     data = []
@@ -120,7 +120,7 @@ def group_table(rows, env, prompt_end=300):
                 texts[t], last = texts[t] + text, t
             elif kind == "environment":  # the reply to the turn before it
                 texts[last] += " [environment] " + text.strip()
-        rewards = dict(zip(reward_labels(row, env), row["rewards"]))
+        rewards = dict(zip(reward_labels(row), row["rewards"]))
         advs = advantage_of_turn(row)
         data.append([k, "".join(prompt_of(row))[-prompt_end:], *texts.values(),
                      *(rewards.get(l) for l in labels), *(advs.get(t) for t in range(1, turns + 1))])

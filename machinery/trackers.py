@@ -145,7 +145,7 @@ class Follow:
     """The trackers of --report-to, fed the log's lines (send) after the log has them."""
 
     def __init__(self, args, flags, history, logged=None):
-        self.out, self.env = args.out, args.env
+        self.out = args.out
         self.state, self.live = read_state(args.out, logged), {}  # logged: the last step the log held
         self.state["folder"] = folder_id(args.out)
         stale = getattr(threading.excepthook, "__self__", None)  # a run that crashed (in a notebook) left its own
@@ -208,7 +208,7 @@ class Follow:
 
     def group(self, path):
         groups = rollout_files.groups_of(rollout_files.read_rollouts(path))
-        return rollout_files.group_table(groups[rollout_files.pick_group(groups)][1], self.env)
+        return rollout_files.group_table(groups[rollout_files.pick_group(groups)][1])
 
     def thread_failed(self, failure):
         """A background thread (TensorBoard's writer, Trackio's sender) raised: one warning line.

@@ -296,7 +296,7 @@ def vary_rewards():
     thousands of characters, which differs between a group's samples: the update then runs every
     row, as with a trained model whose samples score differently. For measuring only."""
     import rewards
-    rewards.outcome_reward = lambda completion, answers: len(str(completion)) / 1000
+    rewards.outcome_reward = lambda completion, answers, rubric=rewards.MT_GRPO: len(str(completion)) / 1000
     bench.format_reward = lambda text: len(text) / 1000
 
 

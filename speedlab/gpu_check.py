@@ -149,7 +149,7 @@ def update_section(path, device, s, work, folder, out):
     auto = micro_batch.auto_micro_batch(model, device, s.tokens)
     data, pool, _ = train.load_task(args)
     torch.manual_seed(0)
-    samples, _, _ = train.search_step(models, tok, pool[:s.questions], data, args)
+    samples, _, _ = train.tool_step(models, tok, pool[:s.questions], data, args)
     trained = sum(sum(x.mask) for x in samples)
     out["update"] = dict(rows=len(samples), trained_tokens=trained, positions=sum(len(x.ids) for x in samples),
                          auto_micro_batch=auto, bf16=args.bf16 and bf16_ok(device), variants={})
@@ -327,7 +327,7 @@ def commit():
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--tiny", action="store_true", help="a CPU rehearsal: a tiny model, 2 x 2 rows, 16 tokens, 1 step")
+    p.add_argument("--tiny", action="store_true", help="a CPU rehearsal: a tiny model, 2 x 2 rows, 16 tokens, 1 step (74 s on 2 idle cores, over 300 s at load 5: rehearse alone)")
     p.add_argument("--smollm", default=None, help="folder with SmolLM2's tokenizer.json (default: the bundled model's)")
     p.add_argument("--out", required=True, help="folder for gpu_check.json, gpu_check.md and the logs")
     p.add_argument("--skip", nargs="*", default=[], choices=SECTIONS)

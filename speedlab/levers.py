@@ -7,7 +7,7 @@ Two workloads, each on the bundled model:
     bench      speedlab/bench.py --trl's step: 2 search prompts x G = 8 rows, one sampled turn of at
                most 64 tokens (generation), then fast.update.policy_update of 16 rows with the same
                prompts and 64 trained tokens each (update; random tokens, seed 0, learning rate 0)
-    short run  the README's short run's work: train.search_step of two training questions x G = 8
+    short run  the README's short run's work: train.tool_step of two training questions x G = 8
                (two turns and the tool call between them: generation), then the update of the
                samples it played (advantages of the default's first round, learning rate 0)
 
@@ -91,7 +91,7 @@ class Workload:
         if self.name == "bench":
             new = decode.generate_turn(self.model, self.tok, self.prompts, 64, 1.0, bf16=self.bf16)
             return time.perf_counter() - start, digest(new)
-        samples = train.search_step({"policy": self.model}, self.tok, self.questions, self.retriever, self.args)[0]
+        samples = train.tool_step({"policy": self.model}, self.tok, self.questions, self.retriever, self.args)[0]
         seconds = time.perf_counter() - start
         self.samples = self.samples or samples  # the update trains the default's first episodes
         return seconds, digest([s.ids for s in samples])

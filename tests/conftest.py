@@ -82,6 +82,16 @@ def answering_model_dir(tiny_model_dir, tmp_path_factory):
     return answering_copy(tiny_model_dir, tmp_path_factory)
 
 
+def full_args(*argv, **fields):
+    """A run's whole arguments: config.parse_args(argv) (every flag, checked), then `fields` set as
+    given (what a run fills in later, such as the micro-batch). Never a partial namespace: a new
+    flag cannot then silently break a test that never heard of it."""
+    import dataclasses
+
+    import config
+    return dataclasses.replace(config.parse_args(list(argv)), **fields)
+
+
 def garbled_text(rng, pieces):
     """Random text for robustness tests: up to 12 parts, each a protocol fragment from
     `pieces` or a run of random unicode code points."""

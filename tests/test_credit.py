@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import full_args
 import torch
 
 import estimators
@@ -84,12 +85,12 @@ def histories(records, K):
 
 
 def search_advantages(turn_r, outcome_r, turns, turn=1):
-    """credit.search_advantages of one group of two-turn-form rewards (turn_r: one R^T_1 per episode),
+    """credit.tool_advantages of one group of two-turn-form rewards (turn_r: one R^T_1 per episode),
     turn `turn`, for the rows that need the rewards alone."""
     group = {"turn_rewards": [[x] if not isinstance(x, list) else x for x in turn_r], "outcome": outcome_r,
              "turns": turns}
-    return {e: a[:, turn - 1].tolist() for e, a in credit.search_advantages(
-        group, estimators.names("search", trainable=False, needing=())).items()}
+    return {e: a[:, turn - 1].tolist() for e, a in credit.tool_advantages(
+        group, estimators.names("tool", trainable=False, needing=())).items()}
 
 def test_monte_carlo_converges_to_the_exact_q_and_v():
     records = credit.game_records(Fork, [0, 1, 2], policy(0), K=4, M=4000, scale="group", chunk=10 ** 6)
@@ -301,8 +302,8 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
     args = parse_args(["--model", answering_model_dir, "--bf16", "false", "--max-completion-length", "6"])
     real = credit.rewards.score_episodes
 
-    def turn_rewards_that_differ(envs):  # the tiny model never calls the tool: R^T_1 from the query's length
-        turn, outcome, means = real(envs)
+    def turn_rewards_that_differ(envs, rubric):  # the tiny model never calls the tool: R^T_1 from the query's length
+        turn, outcome, means = real(envs, rubric)
         return [[0.1 * (len(e.completion[0]["content"]) % 4)] for e in envs], outcome, means
     monkeypatch.setattr(credit.rewards, "score_episodes", turn_rewards_that_differ)
     from policy import load_model
@@ -310,7 +311,7 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
     qs = [{"question": "capital of France?", "answers": ["Paris"]}, {"question": "capital of Germany?", "answers": ["Berlin"]}]
     import tqdm
     with tqdm.tqdm(disable=True) as bar:
-        records = credit.search_records(model, tok, qs, capitals, args, G=3, M=4, chunk=5, bar=bar)
+        records = credit.tool_records(model, tok, qs, capitals, args, G=3, M=4, chunk=5, bar=bar)
     first = [r for r in records if r["turn"] == 1]
     assert len(first) == 6 and {r["cluster"] for r in records} == {0, 1}
     assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == set(credit_figures.ESTIMATORS["search"]) for r in records)
@@ -366,7 +367,7 @@ def test_rescoring_by_hand_and_a_file_without_raw_rewards():
     (["--bootstrap", "1000000"], "--bootstrap from 10 to 100000"),
     (["--from", "/nonexistent.json"], "nonexistent"),
     (["--estimators", "loo"], "give --from FILE"),
-    (["--from", "x.json", "--estimators", "loo,nope"], "nope is not a search estimator"),
+    (["--from", "x.json", "--estimators", "loo,nope"], "nope is not a tool-use estimator"),
 ])
 def test_bad_input_is_one_line(argv, says, capsys, monkeypatch):
     monkeypatch.setattr(credit, "measure", fails(AssertionError("measured instead of refusing")))
@@ -687,7 +688,6 @@ def test_the_count_sketch_keeps_inner_products():
 def test_the_gram_matrix_gives_the_loss_gradient(tiny_model_dir):
     """|g(A)|^2 from H equals the squared norm of loss.py's own gradient (token mean, ratio 1), times
     |T|^2: the h_i are the loss's per-answer gradients."""
-    from types import SimpleNamespace
 
     import loss
     from policy import load_model
@@ -701,8 +701,7 @@ def test_the_gram_matrix_gives_the_loss_gradient(tiny_model_dir):
     samples = [Sample(ids=c + a, turn=[0] * len(c) + [1] * len(a)) for c, a in rows]
     for s, a in zip(samples, adv):
         s.adv, s.mask = [a] * len(s.ids), [int(t > 0) for t in s.turn]
-    args = SimpleNamespace(micro_batch_size=2, bf16=False, temperature=1.0, beta=0.0, epsilon=0.2, epsilon_high=0.2,
-                           loss_type="token")
+    args = full_args(micro_batch_size=2, bf16=False)
     model.zero_grad()
     n_tokens = sum(len(a) for _, a in rows)
     for i in range(0, 3, 2):  # the loss's micro-batches, as policy_update runs them
@@ -735,7 +734,7 @@ def test_search_with_three_turns_on_scripted_turns(tiny_model_dir, capitals, mon
         tok(rng.choice(texts), add_special_tokens=False)["input_ids"] for _ in prompts])
     qs = [{"question": "capital of France?", "answers": ["Paris"]}, {"question": "capital of Germany?", "answers": ["Berlin"]}]
     with tqdm.tqdm(disable=True) as bar:
-        records = credit.search_records(model, tok, qs, capitals, args, G=4, M=4, chunk=6, bar=bar)
+        records = credit.tool_records(model, tok, qs, capitals, args, G=4, M=4, chunk=6, bar=bar)
     assert {r["turn"] for r in records} == {1, 2, 3} and {r["kind"] for r in records} == {"call", "answer", "last"}
     for r in records:
         assert r["kind"] == ("last" if r["turn"] == 3 else "answer" if "<answer>" in r["answer"] else "call")
@@ -769,7 +768,7 @@ def test_the_call_bonus_by_hand():
         assert bias[target]["mt"]["bonus_in_return"] == pytest.approx([0.5, 0.5, 0.5])
         assert bias[target]["or"]["bonus"] == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
     assert credit_figures.call_bias([r for r in records if r["kind"] != "answer"]) is None  # one kind: nothing to compare
-    assert "| MT-GRPO | 1.00 [1.00, 1.00] | 0.50 [0.50, 0.50] |" in "\n".join(credit_report.bias_table(bias))
+    assert "| MT-GRPO | 1.00 [1.00, 1.00] | 0.50 [0.50, 0.50] |" in "\n".join(credit_report.bias_table(bias, "search"))
 
 
 def test_a_bootstrap_draw_without_an_answer_is_left_out_and_counted():

@@ -187,10 +187,10 @@ def test_a_huge_title_is_cut():
         def search(self, query, k=1):
             return [{"title": "T " * 2_000_000, "text": "x", "score": 1.0}]
     observation = es.SearchEnv("Q", ["A"], Huge()).step(CALL % "x")
-    assert observation == "<result>\n" + "T " * (es.MAX_TITLE_WORDS - 1) + "T…: x\n</result>"
+    assert observation == "<result>\n" + "T " * (retrieval.MAX_TITLE_WORDS - 1) + "T…: x\n</result>"
     Huge.search = lambda self, query, k=1: [{"title": "T" * 5_000_000, "text": "x" * 5_000_000, "score": 1.0}]
     observation = es.SearchEnv("Q", ["A"], Huge(), max_words=10).step(CALL % "x")  # no spaces to cut at
-    assert observation == f"<result>\n{'T' * 30 * es.MAX_TITLE_WORDS}…: {'x' * 300}…\n</result>"
+    assert observation == f"<result>\n{'T' * 30 * retrieval.MAX_TITLE_WORDS}…: {'x' * 300}…\n</result>"
 
 
 def test_an_unclosed_answer_takes_linear_time(capitals):

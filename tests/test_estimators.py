@@ -44,19 +44,19 @@ def test_no_module_but_the_table_lists_estimator_names(tmp_path):
 
 
 def test_the_entry_points_take_their_names_from_the_table():
-    for env in ("search", "sokoban", "planpath"):
-        assert config.ALGOS[env] == estimators.names(env)
+    for env, kind in (("search", "tool"), ("sokoban", "game"), ("planpath", "game")):
+        assert config.ALGOS[env] == estimators.names(kind)
     assert config.parse_args([]).algo == "mt" and config.parse_args(["--env", "planpath"]).algo == "at"
-    assert credit_figures.ESTIMATORS["search"] == estimators.names("search", trainable=False)  # mt_half measured, not trained
+    assert credit_figures.ESTIMATORS["search"] == estimators.names("tool", trainable=False)  # mt_half measured, not trained
     assert "mt_half" in credit_figures.ESTIMATORS["search"] and "mt_half" not in config.ALGOS["search"]
     assert credit_figures.NAMES["at"] == "AT-GRPO (tree)" and credit_figures.NAMES["gigpo"] == "GiGPO"
     assert compare.ORDER["search"] == ("or", "mr", "mt") and compare.ORDER["planpath"] == ("grpo-solo", "grpo", "at", "at-roles")
-    for name in estimators.names("search"):  # every trainable search estimator parses, and names its source
+    for name in estimators.names("tool"):  # every trainable tool-use estimator parses, and names its source
         assert config.parse_args(["--algo", name]).algo == name and estimators.BY_NAME[name].source
     assert estimators.label("mt") == "MT-GRPO" and estimators.label("nope") == "nope"
 
 
-@pytest.mark.parametrize("name", estimators.names("search", trainable=False))
+@pytest.mark.parametrize("name", estimators.names("tool", trainable=False))
 def test_every_search_row_gives_per_turn_advantages(name):
     """Shape (groups, G, K); 0 on a turn an episode did not play for the field's; equal rewards give
     no group-relative credit."""

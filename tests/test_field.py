@@ -9,6 +9,7 @@ turns: a calls twice and answers (turns 3), b calls once and answers (2), c answ
 import math
 
 import pytest
+from conftest import full_args
 import torch
 
 import field
@@ -93,7 +94,7 @@ def test_anchor_states_are_what_the_environment_showed():
     said = lambda *turns: SimpleNamespace(completion=[{"role": r, "content": c} for r, c in turns])  # noqa: E731
     envs = [said(("assistant", "query one"), ("user", "R"), ("assistant", "A")),
             said(("assistant", "query two"), ("user", "R"), ("assistant", "B")), said(("assistant", "C"))]
-    got = field.inputs(("states",), envs, None, 3, None, None, SimpleNamespace(max_calls=2))["states"]
+    got = field.inputs(("states",), envs, None, 3, None, None, full_args("--max-calls", "2"))["states"]
     assert got.tolist() == [[[0, 1, -1], [0, 1, -1], [0, -1, -1]]]  # two queries, one result: one state
 
 
@@ -128,7 +129,6 @@ def test_information_gain_rewards_are_differences_of_the_gold_probability(monkey
     """p of each context is read from a table; the turn reward of turn k is p_k - p_(k-1), the
     context of p_k the prompt turn k + 1 was sampled from without its prefill (3 tokens here); an
     episode's last turn earns none (R^O is its reward)."""
-    from types import SimpleNamespace
     from sample import Sample
     tok = lambda text, add_special_tokens=False: {"input_ids": [7] * len(text.split())}  # noqa: E731
     seen = []
@@ -138,7 +138,7 @@ def test_information_gain_rewards_are_differences_of_the_gold_probability(monkey
         return [{2: 0.1, 6: 0.4, 9: 0.3}[len(c)] for c in contexts]
     monkeypatch.setattr(field, "gold_probabilities", fake)
     samples = [Sample(ids=list(range(14)), starts=[5, 9, 12]), Sample(ids=list(range(10)), starts=[5])]
-    args = SimpleNamespace(prefill="a b c", temperature=1.0, micro_batch_size=2, bf16=False)
+    args = full_args(prefill="a b c", micro_batch_size=2, bf16=False)
     gains = field.info_gains(None, tok, samples, [["Paris"], ["Rome", "Roma"]], 3, args, None)
     assert gains.flatten().tolist() == pytest.approx([0.4 - 0.1, 0.3 - 0.4, 0.0, 0.0])
     assert seen == [(2, "Paris"), (6, "Paris"), (9, "Paris"), (2, "Rome")]

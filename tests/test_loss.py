@@ -2,9 +2,9 @@
 and a tiny random model."""
 import contextlib
 import math
-from types import SimpleNamespace
 
 import pytest
+from conftest import full_args
 import torch
 
 import loss
@@ -47,9 +47,8 @@ def test_padding_never_inferred_from_ids():
 
 
 def _args(**kw):
-    base = dict(micro_batch_size=4, temperature=1.0, epsilon=0.2, epsilon_high=0.2, beta=0.0,
-                loss_type="token", max_grad_norm=1e9, bf16=False)
-    return SimpleNamespace(**{**base, **kw})
+    """A run's whole arguments (conftest.full_args): micro-batch 4, no gradient clip, fp32."""
+    return full_args(**{"micro_batch_size": 4, "max_grad_norm": 1e9, "bf16": False, **kw})
 
 
 @pytest.mark.parametrize("loss_type,want", [("token", 9.5 / 15), ("seq", 0.5)])

@@ -221,7 +221,7 @@ def test_every_float_flag_refuses_nan_and_infinities():
         for bad in ("nan", "inf", "-inf"):
             with pytest.raises(SystemExit):
                 config.parse_args(["--env", "planpath", f"--{name.replace('_', '-')}={bad}"])
-    assert math.isfinite(config.parse_args(["--team-alpha", "0.5"]).team_alpha)
+    assert math.isfinite(config.parse_args(["--env", "planpath", "--team-alpha", "0.5"]).team_alpha)
 
 
 # ---------------------------------------------------------------- every task's context check

@@ -2,10 +2,11 @@
 by hand (closer, farther, blocked, the goal with and without the optimal bonus), the levels and
 their fixed answers. env_planpath.py, the task: the team reward, the two-role task, and the task
 played through atgrpo.py and the evaluation with scripted policies."""
+import dataclasses
 import re
-from types import SimpleNamespace as NS
 
 import pytest
+from conftest import full_args
 
 import atgrpo
 import env_planpath as pp
@@ -195,8 +196,7 @@ def scripted(answer):
     return lambda role, lists: [([1, 2], [3], f"<answer>{answer(grid_in(m))}</answer>") for m in lists]
 
 
-ARGS = NS(size=7, min_solution=3, max_solution=4, max_turns=4, team_alpha=1.0, single_agent=False,
-          moves_per_turn=1, positions=True)
+ARGS = full_args("--env", "planpath")  # 7 x 7, paths of 3-4 moves, 4 turns, positions shown
 
 
 def test_tree_sampling_and_trajectories_through_atgrpo():
@@ -320,12 +320,11 @@ def test_public_levels_are_seeded_and_have_the_public_shape_walls_and_paths():
 
 
 def test_make_level_reads_the_levels_flag_and_the_default_is_unchanged():
-    """levels "public" gives the public level of the seed whatever --size says; "ours", or a
-    namespace from before the flag (ARGS), gives level_for's level as before."""
+    """levels "public" gives the public level of the seed whatever --size says; "ours", the default,
+    gives level_for's level as before."""
     ours = [pp.make_level(10 ** 9 + i, ARGS) for i in range(8)]
-    assert ours == [planpath.level_for(10 ** 9 + i) for i in range(8)]
-    assert ours == [pp.make_level(10 ** 9 + i, NS(**vars(ARGS), levels="ours")) for i in range(8)]
-    public = NS(**vars(ARGS), levels="public")
+    assert ARGS.levels == "ours" and ours == [planpath.level_for(10 ** 9 + i) for i in range(8)]
+    public = dataclasses.replace(ARGS, levels="public")
     assert [pp.make_level(10 ** 9 + i, public) for i in range(8)] == [planpath.public_level_for(10 ** 9 + i)
                                                                      for i in range(8)]
     task = pp.make_tasks([3], public)[0]
@@ -338,7 +337,7 @@ def test_the_levels_flag_and_its_one_line_errors(capsys):
     assert config.parse_args(["--env", "planpath", "--levels", "public"]).levels == "public"
     assert config.parse_args(["--env", "sokoban", "--levels", "ours"]).levels == "ours"
     for argv, said in [(["--env", "planpath", "--levels", "theirs"], "--levels must be one of ours, public, not 'theirs'"),
-                       (["--env", "sokoban", "--levels", "public"], "--levels public (the public code's"),
+                       (["--env", "sokoban", "--levels", "public"], "--levels public needs --env planpath (--env sokoban does not read it)"),
                        (["--levels", "public"], "needs --env planpath"),
                        (["--env", "planpath", "--levels", "public", "--size", "8"], "takes no --size"),
                        (["--env", "planpath", "--levels", "public", "--max-solution", "0"], "--max-solution")]:
@@ -380,6 +379,6 @@ def test_the_public_prompts_fit_the_bundled_context(tokenizer):
     from policy import prompt_ids
     from env_two_roles import longest_messages
     for turns, moves, new in ((4, 1, 8), (5, 30, 64)):
-        args = NS(**{**vars(ARGS), "max_turns": turns, "moves_per_turn": moves}, levels="public")
+        args = dataclasses.replace(ARGS, max_turns=turns, moves_per_turn=moves, levels="public")
         n = len(prompt_ids(tokenizer, longest_messages(pp.make_tasks([10 ** 9 + i for i in range(64)], args)), "<answer>"))
         assert n + new < 2048, (turns, moves, n)

@@ -182,9 +182,9 @@ def test_seeded_sampling_equals_generate_on_qwen(qwen_dir, generate_sampler):
 
 
 # ---------------------------------------------------------------- the pipeline on Qwen
-def run_flags(tmp_path, model, name, *extra):
-    """A tiny search run on two documents and two questions (test_evaluate's files)."""
-    return ["--model", model, *search_data(tmp_path), "--batch-size", "1", "--num-generations", "2",
+def run_flags(tmp_path, model, name, *extra, search=True):
+    """A tiny search run on two documents and two questions (test_evaluate's files); search=False: no data flags."""
+    return ["--model", model, *(search_data(tmp_path) if search else []), "--batch-size", "1", "--num-generations", "2",
             "--max-completion-length", "6", "--eval-n", "2", "--eval-every", "1", "--save-every", "1",
             "--micro-batch-size", "2", "--learning-rate", "1e-3", "--warmup-steps", "1", "--bf16", "false",
             "--out", str(tmp_path / name), *extra]
@@ -195,7 +195,7 @@ def search_data(tmp_path):
     return flags[flags.index("--corpus"):flags.index("--one-shot")]
 
 
-def test_search_step_evaluate_and_show_on_qwen(tmp_path, qwen_dir):
+def test_tool_step_evaluate_and_show_on_qwen(tmp_path, qwen_dir):
     history = train.main(run_flags(tmp_path, qwen_dir, "mt", "--steps", "1"))
     assert [h["step"] for h in history] == [0, 1] and history[1]["gen_tokens"] > 0
     rows = [json.loads(line) for line in open(tmp_path / "mt" / "rollouts" / "step_1.jsonl")]
@@ -209,7 +209,8 @@ def test_search_step_evaluate_and_show_on_qwen(tmp_path, qwen_dir):
                                    ["--env", "sokoban", "--algo", "grpo"], ["--env", "sokoban", "--policy", "per-role"]])
 def test_every_algorithm_steps_on_qwen(tmp_path, qwen_base_dir, extra):
     sokoban = ["--batch-size", "2", "--max-completion-length", "4"] if "sokoban" in extra else []
-    history = train.main(run_flags(tmp_path, qwen_base_dir, "run", "--steps", "1", "--eval-every", "0", *sokoban, *extra))
+    history = train.main(run_flags(tmp_path, qwen_base_dir, "run", "--steps", "1", "--eval-every", "0", *sokoban, *extra,
+                                   search="sokoban" not in extra))  # search's data flags: another task refuses them
     assert history[-1]["step"] == 1 and history[-1]["gen_tokens"] > 0
 
 

@@ -244,5 +244,5 @@ def test_the_prefill_and_the_spacing_make_0_4_of_the_format_rate_free():
                   {"role": "user", "content": "<result>\nnothing\n</result>"}, {"role": "assistant", "content": "<reasoning>"}]
     assert rewards.xml_format_reward(completion) == pytest.approx(0.08)
     assert rewards.xml_format_reward(completion[:2]) / rewards.MAXIMA["xml_format"] == pytest.approx(0.4)
-    import train
-    assert "0.4 free" in dict(train.TABLE["search"])["xml_format_rate"]
+    import tasks
+    assert "0.4 free" in dict(tasks.TASKS["search"].table)["xml_format_rate"]

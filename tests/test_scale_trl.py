@@ -29,9 +29,9 @@ def make_trainer(tmp_path, model_dir, *flags):
                                     "--activation_checkpointing", "false", "--temperature", "0.7", *flags])
     retriever = retrieval.BM25Retriever(DOCS)
     trainer = scale_trl.TurnLevelGRPOTrainer(
-        model=model_dir, reward_funcs=scale_trl.REWARD_FUNCS, args=config,
-        train_dataset=scale_trl.training_set(task, retriever), rollout_func=scale_trl.make_rollout(task, retriever),
-        algo=task.algo, alpha=task.alpha)
+        model=model_dir, reward_funcs=scale_trl.reward_funcs(rewards.MT_GRPO), args=config,
+        train_dataset=scale_trl.training_set([QUESTION], retriever, scale_trl.run_args(task)),
+        rollout_func=scale_trl.make_rollout(task, retriever), algo=task.algo, alpha=task.alpha)
     return trainer, retriever
 
 
@@ -43,7 +43,7 @@ def both_sides(monkeypatch, tmp_path, tiny_model_dir, tokenizer, *flags):
     scripted(monkeypatch, tokenizer, [[TURN1, WRONG], [TURN2]])
     batch = trainer._generate_and_score_completions([dict(trainer.train_dataset[0]) for _ in range(2)])
     scripted(monkeypatch, tokenizer, [[TURN1, WRONG], [TURN2]])
-    samples = train.search_step({"policy": None}, tokenizer, [QUESTION], retriever,
+    samples = train.tool_step({"policy": None}, tokenizer, [QUESTION], retriever,
                                 args_for(one_shot=True, temperature=0.7))[0]
     return trainer, batch, samples
 
@@ -104,7 +104,7 @@ def test_one_trl_step_runs_and_logs_rewards(tmp_path, tiny_model_dir):
 
 
 def test_bad_flags_are_one_line_errors(capsys):
-    for flags in (["--algo", "at"], ["--loss_type", "bnpo"], ["--num_generations", "1"]):
+    for flags in (["--algo", "at"], ["--loss_type", "bnpo"], ["--num_generations", "1"], ["--env", "sokoban"]):
         with pytest.raises(SystemExit):
             scale_trl.parse(flags)
         assert "error:" in capsys.readouterr().err

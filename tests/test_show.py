@@ -108,7 +108,7 @@ def test_at_grpo_group_marks_the_chosen_candidate(tmp_path):
     assert 'rgb(220,70,60)" title="advantage -1.1547">&lt;answer&gt;Up&lt;/answer&gt;' in page
     executor_turn_2 = {"group": "level 17 / executor / turn 2", "rewards": [0.3], "adv": [0.0, 1.0], "mask": [0, 1],
                        "turn": [0, 2]}
-    assert show.reward_labels(executor_turn_2, "sokoban") == ["turn 2"]
+    assert show.reward_labels(executor_turn_2) == ["turn 2"]
 
 
 def test_grpo_baseline_group_shows_each_prompt(tmp_path):

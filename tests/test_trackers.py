@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 
 import pytest
+from conftest import full_args
 
 from machinery import rollout_files, trackers
 from scripts.tracker_readers import READ, read_tensorboard, read_trackio, read_wandb, trackio_run
@@ -127,7 +128,7 @@ def test_a_group_as_a_table_with_each_turn_rewards_and_advantages():
     toks = ["sys ", "Q?", "<search>x</search>", "\n<result>doc</result>\n", "<answer>y</answer>"]
     row = {"group": "g", "role": "", "rewards": [0.7, 1.5], "tokens": toks, "mask": [0, 0, 1, 0, 1],
            "adv": [0, 0, 0.25, 0, -0.5], "turn": [0, 0, 1, 0, 2]}
-    columns, data = rollout_files.group_table([row], "search", prompt_end=3)
+    columns, data = rollout_files.group_table([row], prompt_end=3)
     assert columns == ["rollout", "prompt (end)", "turn 1", "turn 2", "reward: turn 1", "reward: turn 2 (outcome)",
                        "advantage: turn 1", "advantage: turn 2"]
     assert data == [[0, " Q?", "<search>x</search> [environment] <result>doc</result>", "<answer>y</answer>",
@@ -210,8 +211,7 @@ def test_a_tracker_thread_that_fails_is_one_warning_line(tmp_path, capsys):
     """TensorBoard's writer and Trackio's sender write in threads of their own; one that raised
     printed its whole traceback (45 lines for TensorBoard's). Now one line, and training goes on."""
     import threading
-    from types import SimpleNamespace
-    args = SimpleNamespace(out=str(tmp_path), env="search", algo="mt", report_to="tensorboard")
+    args = full_args("--out", str(tmp_path), "--report-to", "tensorboard")
     original = threading.excepthook
     trackers.Follow(args, {"seed": 0}, [])  # a run that crashed: never closed, its hook left in place
     watch = trackers.Follow(args, {"seed": 0}, [])

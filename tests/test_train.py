@@ -7,14 +7,15 @@ import json
 import math
 import os
 import random
-from types import SimpleNamespace
 
 import pytest
+from conftest import full_args
 import torch
 from transformers import AutoModelForCausalLM
 
 from machinery import checkpoint
 import env_search
+import env_sokoban
 import estimators
 import field
 import mtgrpo
@@ -42,10 +43,8 @@ def ids(tok, text):
 
 
 def args_for(**kw):
-    base = dict(prefill="<reasoning>", max_calls=1, max_completion_length=64, temperature=1.0, top_p=1.0, plain=False,
-                bf16=False, top_k=1, max_words=120, one_shot=False, num_generations=2,
-                algo="mt", alpha=1.0, num_iterations=1, micro_batch_size=4, scale_rewards="group")
-    return SimpleNamespace(**{**base, **kw})
+    """A search run's whole arguments (conftest.full_args): one-shot off, G = 2, micro-batch 4, fp32."""
+    return full_args(**{"one_shot": False, "num_generations": 2, "micro_batch_size": 4, "bf16": False, **kw})
 
 
 def scripted(monkeypatch, tok, turns):
@@ -95,7 +94,7 @@ def test_turn_advantages_reach_the_right_tokens(monkeypatch, tokenizer):
     retriever = retrieval.BM25Retriever(DOCS)
     # group of G = 2: episode 0 searches then answers right; episode 1 answers wrong at once
     scripted(monkeypatch, tokenizer, [[TURN1, WRONG], [TURN2]])
-    good, bad = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
+    good, bad = train.tool_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
                                   retriever, args_for())[0]
     # hand check of the rewards: R^T = [0.2 + 0.5, 0]; MT-GRPO A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O)
     env0, env1 = replay("q", ["Paris"], retriever, [TURN1, TURN2]), replay("q", ["Paris"], retriever, [WRONG])
@@ -117,7 +116,7 @@ def test_three_turns_give_each_call_its_own_turn_reward_and_advantage(monkeypatc
     (R^T_2 = 0). Each turn's tokens carry MT-GRPO's A_k of the (1, 2, 2) turn rewards."""
     retriever = retrieval.BM25Retriever(DOCS)
     scripted(monkeypatch, tokenizer, [[TURN1_DE, TURN1], [TURN1, TURN2], [TURN2]])
-    samples, _, log = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
+    samples, _, log = train.tool_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
                                         retriever, args_for(max_calls=2))
     envs = [replay("q", ["Paris"], retriever, [TURN1_DE, TURN1, TURN2], max_turns=3),
             replay("q", ["Paris"], retriever, [TURN1, TURN2], max_turns=3)]
@@ -140,7 +139,7 @@ def test_gigpo_and_igpo_in_search_get_their_inputs_from_the_episodes(monkeypatch
     retriever = retrieval.BM25Retriever(DOCS)
     script = [[TURN1_DE, TURN1], [TURN1, TURN2], [TURN2]]
     scripted(monkeypatch, tokenizer, [list(r) for r in script])
-    samples, _, _ = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
+    samples, _, _ = train.tool_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
                                       retriever, args_for(max_calls=2, algo="gigpo_search"))
     R_T, R_O = [[[0.2, 0.7], [0.7, 0.0]]], [[rewards.outcome_reward(s, ["Paris"]) for s in (
         replay("q", ["Paris"], retriever, [TURN1_DE, TURN1, TURN2], max_turns=3).completion,
@@ -152,7 +151,7 @@ def test_gigpo_and_igpo_in_search_get_their_inputs_from_the_episodes(monkeypatch
     assert want[0, 1] != field.anchor_state_groups(R_T, R_O, [[3, 2]], states=[[[0, 1, 2], [0, 1, -1]]])[0, 0, 1]
     monkeypatch.setattr(field, "gold_probabilities", lambda m, t, contexts, gold, *a: [len(c) / 1000 for c in contexts])
     scripted(monkeypatch, tokenizer, [list(r) for r in script])
-    samples, _, _ = train.search_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
+    samples, _, _ = train.tool_step({"policy": None}, tokenizer, [{"question": "q", "answers": ["Paris"]}],
                                       retriever, args_for(max_calls=2, algo="igpo"))
     gains = [[(s.starts[k] - s.starts[k - 1]) / 1000 for k in (1, 2)] if len(s.starts) == 3 else
              [(s.starts[1] - s.starts[0]) / 1000, 0.0] for s in samples]
@@ -171,7 +170,7 @@ def test_several_questions_are_normalised_in_their_own_groups(monkeypatch, token
                  {"question": "Also France?", "answers": ["Paris"]}]
     plays = [[TURN1, TURN2], [WRONG], [TURN1, TURN2], [TURN1_DE, TURN2_DE], [WRONG], [WRONG]]
     scripted(monkeypatch, tokenizer, [[p[0] for p in plays], [p[1] for p in plays if len(p) > 1]])
-    samples = train.search_step({"policy": None}, tokenizer, questions, retriever, args_for())[0]
+    samples = train.tool_step({"policy": None}, tokenizer, questions, retriever, args_for())[0]
     for q, question in enumerate(questions):
         envs = [replay(question["question"], question["answers"], retriever, plays[2 * q + j]) for j in (0, 1)]
         r_turn = [[rewards.turn_reward(e.completion, question["answers"])] for e in envs]
@@ -311,14 +310,14 @@ def test_the_kill_resume_script_refuses_a_run_that_did_not_train():
 def test_clear_errors_for_bad_flags(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.parse_args(["--algo", "ppo"])
-    assert f"--algo must be one of {', '.join(estimators.names('search'))} with --env search" in capsys.readouterr().err
+    assert f"--algo must be one of {', '.join(estimators.names('tool'))} with --env search" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.parse_args(["--policy", "per-role"])
     assert "per-role with --env sokoban" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.parse_args(["--resume", str(tmp_path)])
     assert "no args.json" in capsys.readouterr().err
-    for argv, says in ((["--env", "planpath", "--max-calls", "2"], "sokoban and planpath take --max-turns"),
+    for argv, says in ((["--env", "planpath", "--max-calls", "2"], "(--env planpath does not read it); drop it, the games take --max-turns"),
                        (["--max-calls", "0"], "--max-calls is 0; it must be at least 1")):
         with pytest.raises(SystemExit):
             train.parse_args(argv)
@@ -452,9 +451,10 @@ def test_the_readme_gpu_command_parses_with_the_reference_settings():
 
 
 def test_sokoban_defaults_are_the_documented_setup(tmp_path, capsys):
-    from config import SOKOBAN_DEFAULTS
+    documented = {"steps": 60, "batch_size": 8, "num_generations": 4, "max_completion_length": 8,  # docs/sokoban.md
+                  "scale_rewards": "batch", "micro_batch_size": 16, "eval_every": 10, "save_every": 10}
     args = train.parse_args(["--env", "sokoban", "--algo", "at"])
-    assert {k: getattr(args, k) for k in SOKOBAN_DEFAULTS} == SOKOBAN_DEFAULTS
+    assert {k: getattr(args, k) for k in documented} == documented == env_sokoban.TASK.defaults
     assert (args.size, args.min_solution, args.max_solution, args.max_turns, args.moves_per_turn,
             args.team_reward) == (7, 3, 4, 4, 1, "solver")
     assert train.parse_args(["--env", "sokoban", "--batch-size", "3"]).batch_size == 3  # given wins
@@ -493,7 +493,7 @@ def test_evaluation_in_chunks_equals_one_batch(monkeypatch, tokenizer):
     for chunk, turns in ((3, [[TURN1, TURN1_DE, TURN1], [TURN2, TURN2_DE, WRONG]]),
                          (2, [[TURN1, TURN1_DE], [TURN2, TURN2_DE], [TURN1], [WRONG]])):
         scripted(monkeypatch, tokenizer, turns)
-        runs.append(train.evaluate_policy({"policy": None}, tokenizer, questions, retriever, args_for(env="search"), chunk=chunk))
+        runs.append(train.evaluate_policy({"policy": None}, tokenizer, questions, retriever, args_for(), chunk=chunk))
     assert runs[0] == runs[1] and runs[0]["exact_match_each"] == "110"
 
 
@@ -659,7 +659,7 @@ def test_wilson_intervals_by_hand():
 
 
 def test_the_end_table_gives_each_rate_its_interval_over_the_test_items(capsys):
-    args = SimpleNamespace(env="search", eval_n=64)
+    args = full_args()
     history = [{"step": 0, "t_eval": 1.0, "eval_reward": 0.5, "eval_exact_match_rate": 0.0, "eval_exact_match_each": "0" * 8},
                {"step": 3, "t_eval": 1.0, "eval_reward": 1.0, "eval_exact_match_rate": 0.125, "eval_exact_match_each": "1" + "0" * 7}]
     train.print_table(history, args)

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import config
 import estimators
-import train
+import tasks
 from machinery.cli import one_line
 from machinery.records import read_json, read_jsonl
 from tools import output
@@ -43,20 +43,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # train.py i
 # runs that are an algorithm with flags of their own: the paper's single-agent baseline and per-role policies
 VARIANTS = {"grpo-solo": ("grpo", ["--single-agent"]), "at-roles": ("at", ["--policy", "per-role"])}
 NAMES = {e.name: e.label for e in estimators.TABLE} | {"grpo-solo": "GRPO one agent", "at-roles": "AT-GRPO per-role"}
-# each paper's estimators, baselines first (the table's order); Plan-Path adds the paper's two variants
-ORDER = {"search": estimators.names("search", paper="MT-GRPO"), "sokoban": estimators.names("games", paper="AT-GRPO")}
-ORDER["planpath"] = ("grpo-solo", *ORDER["sokoban"], "at-roles")
-PLOT = {"search": ["tool_execution_rate", "exact_match_rate", "reward"],
-        "sokoban": ["success", "best_constant_success", "board_ablation_success"]}
-PLOT["planpath"] = PLOT["sokoban"]
+# each task's runs: its own order (task.Task.order, Plan-Path adds the paper's two variants), else its
+# kind's paper's estimators, baselines first (the table's order)
+PAPER = {"tool": "MT-GRPO", "game": "AT-GRPO"}
+ORDER = {n: t.order or estimators.names(t.kind, paper=PAPER[t.kind]) for n, t in tasks.TASKS.items()}
 # the signal meter (train.signal), the first thing to look at when a run does not learn
 SIGNAL = [("groups", "groups per step"), ("zero_adv_groups", "zero-advantage groups (no gradient)")]
-NOTE = {"search": "Training metrics are means over the G sampled rollouts of a step; the evaluation is "
-                  "greedy, on the first --eval-n test questions.",
-        "sokoban": "Training metrics are not like for like: AT-GRPO's episodes continue from the best of "
+NOTE = {"tool": "Training metrics are means over the G sampled rollouts of a step; the evaluation is "
+                "greedy, on the first --eval-n test questions.",
+        "game": "Training metrics are not like for like: AT-GRPO's episodes continue from the best of "
                    "K candidates at every agent and turn, GRPO's are K independent trajectories. "
                    "Compare the greedy evaluation (one episode per held-out level)."}
-NOTE["planpath"] = NOTE["sokoban"]
 MAY_DIFFER = {"algo", "out", "resume", "overwrite", "steps"}  # steps: a run may be extended
 
 
@@ -68,14 +65,14 @@ def read_log(run):
     return read_jsonl(path, {"step": int}, log_problem, cut_end=True, empty=True) if os.path.exists(path) else []
 
 
-NUMBERS = {k for rows in train.TABLE.values() for k, _ in rows} | {k for keys in PLOT.values() for k in keys}
+NUMBERS = {k for t in tasks.TASKS.values() for k, _ in (*t.table, *((p, p) for p in t.plot))}
 
 
 def log_problem(line):
     """What is wrong with a log line for the report, or None: the values it averages and plots
     (timings t_*, the metrics of the tables and plots) must be numbers, EACH's strings 0s and 1s."""
     for k, v in line.items():
-        if k in ("eval_" + each for each in EACH.values()):
+        if k in ("eval_" + t.each for t in tasks.TASKS.values()):
             if not (isinstance(v, str) and set(v) <= {"0", "1"}):
                 return f"'{k}' must be a string of 0s and 1s"
         elif (k.startswith("t_") or k.removeprefix("eval_") in NUMBERS) and (
@@ -258,9 +255,6 @@ def over_seeds(values):
 
 
 # the differences given with intervals, from the per-question (per-level) 0/1 string each evaluation logs
-PAIRS = {"search": (("mt", "mr"), ("mt", "or"), ("mr", "or")),
-         "planpath": (("at", "grpo"), ("at", "grpo-solo"), ("at-roles", "grpo"), ("at", "at-roles"))}
-EACH = {"search": "exact_match_each", "planpath": "success_each"}
 
 
 def paired_difference(a, b, resamples=2000, seed=0):
@@ -276,12 +270,12 @@ def paired_difference(a, b, resamples=2000, seed=0):
 
 
 def intervals(env, runs, algos):
-    """Table rows for the pairs of PAIRS, over the seeds whose runs of both setups logged EACH at
-    their last evaluation (a seed not yet run, or run before EACH existed, is left out), when
+    """Table rows for the task's pairs (task.Task.pairs), over the seeds whose runs of both setups logged
+    its `each` string at their last evaluation (a seed not yet run, or run before it existed, is left out), when
     those cover the same questions (levels); the last column says how many seeds were paired."""
-    each = {a: [r["evals"][-1].get("eval_" + EACH[env]) if r["evals"] else None for r in runs[a]] for a in algos}
+    each = {a: [r["evals"][-1].get("eval_" + tasks.TASKS[env].each) if r["evals"] else None for r in runs[a]] for a in algos}
     rows = []
-    for a, b in PAIRS[env]:
+    for a, b in tasks.TASKS[env].pairs:
         pairs = [(x, y) for x, y in zip(each.get(a, []), each.get(b, [])) if x and y]
         if pairs and len({len(x) for pair in pairs for x in pair}) == 1:
             mean, low, high = paired_difference(*zip(*pairs))
@@ -292,7 +286,8 @@ def intervals(env, runs, algos):
 
 def report(env, out, algos=None, seeds=()):
     """OUT/results.md (also printed): greedy evaluations, training means, each run's command and time."""
-    rows, algos = train.TABLE[env], algos or ORDER[env]
+    task = tasks.TASKS[env]
+    rows, algos = list(task.table), algos or ORDER[env]
     keys = [k for k, _ in rows + SIGNAL]
     runs = {a: [summary(r, keys) for r in run_folders(out, a, seeds).values()] for a in algos}
     n = f" ({len(seeds)} seed{'s' * (len(seeds) > 1)})" if seeds else ""
@@ -309,15 +304,15 @@ def report(env, out, algos=None, seeds=()):
     lines += ["", "Rates are fractions of the maximum; rewards are in reward units. A zero-advantage group "
                   "(all its rewards equal, or one sample) gives no gradient." +
               (" With several seeds: mean (lowest–highest)." if seeds else "")]
-    pairs = intervals(env, runs, algos) if env in PAIRS else []
+    pairs = intervals(env, runs, algos)
     if pairs:
-        what, items = ("exact match", "questions") if env == "search" else ("success", "levels")
+        what, items = ("exact match" if task.kind == "tool" else "success"), task.item + "s"
         lines += [""] + table([f"{what} at the last evaluation", "difference", "95 % interval",
                                f"seeds × {items}"], pairs)
         lines += ["", f"Paired by seed and {items[:-1]}; the interval is a percentile bootstrap that resamples "
                       f"the seeds and the {items} (2,000 resamples). An interval that contains 0 does not "
                       "separate the two."]
-    lines += ["", NOTE[env], ""] + table(
+    lines += ["", NOTE[task.kind], ""] + table(
         ["run", "last step", "train + eval time", "command"],
         [[NAMES[a] + ("" if s is None else f" seed {s}"), r["last_step"], r["time"], r["command"]]
          for a in algos for s, r in zip(run_folders(out, a, seeds), runs[a])])
@@ -349,7 +344,7 @@ def plot(env, out, algos, seeds=()):
     except ImportError:
         print("pip install -r requirements-plot.txt for the plots")
         return
-    keys = PLOT[env] + ["zero_adv_groups"]
+    keys = [*tasks.TASKS[env].plot, "zero_adv_groups"]
     algos = [a for a in algos if any(read_log(r) for r in run_folders(out, a, seeds).values())]
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
     for i, a in enumerate(algos):
@@ -400,7 +395,7 @@ def main(argv=None):
     if extra:
         p.error(f"unrecognized arguments: {' '.join(extra)} (train.py's flags go after --)")
     algos, allowed = args.algos or ORDER[args.env], (*ORDER[args.env], *(
-        a for a in estimators.names(args.env) if a not in ORDER[args.env]))  # the field's too, when named
+        a for a in estimators.names(tasks.TASKS[args.env].kind) if a not in ORDER[args.env]))  # the field's too, when named
     if set(algos) - set(allowed):
         p.error(f"--algos: choose from {' '.join(allowed)} for --env {args.env}")
     if args.report_only and not any(os.path.exists(os.path.join(r, "log.jsonl")) for a in algos

@@ -48,21 +48,21 @@ import torch
 from tqdm import tqdm
 
 import atgrpo
-import env_search
 import env_two_roles
 import estimators
 import field
 import rewards
+import tasks
 import train
 from machinery.cli import one_line
 from machinery import precision
 from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
 from tools import credit_gradient, output
-from tools.credit_figures import BOOTSTRAP, ESTIMATORS, GAMES, analyse, kind_of, update
+from tools.credit_figures import BOOTSTRAP, ESTIMATORS, GAMES, TOOL, analyse, kind_of, update
 from tools.credit_report import read_result, summary, tables
 
-DEFAULT_STATES = {"search": 12} | {g: 4 for g in GAMES}  # about 20 min each
-DEFAULT_CONTINUATIONS = {"search": 8} | {g: 4 for g in GAMES}
+DEFAULT_STATES = {n: 4 if n in GAMES else 12 for n in tasks.TASKS}  # about 20 min each (search, the games)
+DEFAULT_CONTINUATIONS = {n: 4 if n in GAMES else 8 for n in tasks.TASKS}
 UNRECORDED = ("out", "resume", "overwrite", "report_to", "device")  # where a run writes, not what it measures
 
 
@@ -174,9 +174,9 @@ def game_records(make_env, level_ids, sampler, K, M, scale, chunk=64, desc="cont
                 + tree_records(make_env, level_ids, sampler, K, M, scale, chunk, bar))
 
 
-# ---------------------------------------------------------------- search: every turn
-def search_advantages(group, names, alpha=1.0, scale="group"):
-    """{name: (G, K) advantages of the G episodes of one question} for the search rows `names` of
+# ---------------------------------------------------------------- tool use: every turn
+def tool_advantages(group, names, alpha=1.0, scale="group"):
+    """{name: (G, K) advantages of the G episodes of one question} for the tool-use rows `names` of
     estimators.py, from a record's "group" (turn_rewards: G lists of K - 1 turn rewards; outcome;
     turns: the turns each played; and the rows' extra inputs, "states" and "info_gain"). mt is
     MT-GRPO at the run's --alpha, mt_half at alpha 0.5. For K = 2, MT-GRPO's A_2 = norm(R^O) is
@@ -205,7 +205,7 @@ def replay_prefix(prefixes, generate):
 
 
 
-def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
+def tool_records(model, tok, questions, data, args, G, M, chunk, bar):
     """Per question: G episodes (the estimators' samples) and, for each episode and each of its
     turns k that did not end it (turn 1 always), M continuations that replay turns 1..k and sample
     the rest. The tool result is deterministic (the retriever is), so they start at the state
@@ -213,16 +213,17 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
     return from turn k + 1 is V^(s_{k+1}), the baseline of the next turn's answer. The last turn's
     Q is the episode's own return from it, exactly (R^O: a last turn earns no turn reward)."""
     K = args.max_calls + 1
-    records, generate = [], turn_generator(model, tok, args, env_search.STOP_STRINGS)
+    task, names = tasks.TASKS[args.env], ESTIMATORS[args.env]
+    records, generate = [], turn_generator(model, tok, args, task.stop_strings)
     for qi, question in enumerate(questions):
-        envs = train.make_envs([question], retriever, args, repeat=G)
-        samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS, generate=generate)
-        turn_r, outcome_r, _ = rewards.score_episodes(envs)
-        extra = field.inputs({n for e in ESTIMATORS["search"] for n in estimators.BY_NAME[e].needs}, envs, samples, G,
-                             model, tok, args, train.fill_logprobs)
+        envs = train.make_envs([question], data, args, repeat=G)
+        samples, _ = play_episodes(model, tok, envs, args, task.stop_strings, generate=generate)
+        turn_r, outcome_r, _ = rewards.score_episodes(envs, task.rubric)
+        extra = field.inputs({n for e in names for n in estimators.BY_NAME[e].needs}, envs, samples, G,
+                             model, tok, args, train.fill_logprobs, task.rubric.tags.answer)
         group = {"turn_rewards": turn_r, "outcome": outcome_r, "turns": [e.turns for e in envs]} | {
             n: v[0].tolist() for n, v in extra.items()}
-        adv = search_advantages(group, ESTIMATORS["search"], args.alpha, args.scale_rewards)
+        adv = tool_advantages(group, names, args.alpha, args.scale_rewards)
         turns = [[[x for x, t in zip(s.ids, s.turn) if t == k] for k in range(1, e.turns + 1)] for s, e in zip(samples, envs)]
         bar.update(G)
         runs = {}  # (episode, k) -> [(turn rewards, R^O)] of its continuations
@@ -233,10 +234,10 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
                 bar.refresh()
             for at in range(0, len(rows), chunk):
                 part = rows[at:at + chunk]
-                conts = train.make_envs([question], retriever, args, repeat=len(part))
-                play_episodes(model, tok, conts, args, env_search.STOP_STRINGS,
+                conts = train.make_envs([question], data, args, repeat=len(part))
+                play_episodes(model, tok, conts, args, task.stop_strings,
                               generate=replay_prefix([turns[i][:k] for i in part], generate))
-                for i, t, o in zip(part, *rewards.score_episodes(conts)[:2]):
+                for i, t, o in zip(part, *rewards.score_episodes(conts, task.rubric)[:2]):
                     if t[:k] != turn_r[i][:k]:
                         raise RuntimeError("a replayed query earned another turn reward: the retriever is not deterministic")
                     runs.setdefault((i, k), []).append((t, o))
@@ -246,14 +247,14 @@ def search_records(model, tok, questions, retriever, args, G, M, chunk, bar):
                 if k > 1 and not ids:  # a turn that generated nothing has no tokens to credit
                     continue
                 record = turn_record(qi, i, k, K, args.prefill + tok.decode(ids, skip_special_tokens=True),
-                                     {a: adv[a][i, k - 1].item() for a in adv}, runs, turn_r[i], outcome_r[i])
+                                     {a: adv[a][i, k - 1].item() for a in adv}, runs, turn_r[i], outcome_r[i], task.rubric.tags)
                 record["group"] = group | {"episode": i}
                 record["_ids"] = (s.ids[:s.turn.index(k)] if ids else s.ids, ids)  # context, answer: for --gradient
                 records.append(record)
     return records
 
 
-def turn_record(qi, i, k, K, text, adv, runs, turn_r, outcome):
+def turn_record(qi, i, k, K, text, adv, runs, turn_r, outcome, tags):
     """The record of episode i's turn k: Q from the continuations after it (exact for the last
     turn), V from those after turn k - 1 (turn 1: the G first turns share the question's start)."""
     def togo(rows, k):  # halves of the return from turn k on, and of R^O
@@ -261,7 +262,7 @@ def turn_record(qi, i, k, K, text, adv, runs, turn_r, outcome):
     mine = runs.get((i, k)) or [(turn_r, outcome)] * 2  # the last turn: its own return, exactly
     record = {"scheme": "episodes", "state": f"question {qi}" if k == 1 else f"question {qi}, episode {i}, "
               + ("after the tool result" if k == 2 else f"turn {k}"), "cluster": qi, "turn": k, "role": "",
-              "kind": kind_of(text, k, K), "answer": text, "adv": adv, "q": togo(mine, k)}
+              "kind": kind_of(text, k, K, tags), "answer": text, "adv": adv, "q": togo(mine, k)}
     if k > 1:
         record["v"] = togo(runs[i, k - 1], k)
     return record
@@ -284,20 +285,20 @@ def rescore(result, names):
             continue
         key = (r["cluster"], json.dumps(g["outcome"]), json.dumps(g["turn_rewards"]))  # the question's group, computed once
         if key not in cache:
-            cache[key] = search_advantages(g, can, alpha, scale)
+            cache[key] = tool_advantages(g, can, alpha, scale)
         r["adv"] = {e: cache[key][e][g["episode"], r["turn"] - 1].item() if e in can else r["adv"][e]
                     for e in names if e in can or e in r["adv"]}
-    return sorted(missing, key=ESTIMATORS["search"].index)
+    return sorted(missing, key=TOOL.index)
 
 
 # ---------------------------------------------------------------- command line
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=BUNDLED, help="checkpoint folder, hub id or the bundled model")
-    p.add_argument("--env", choices=list(ESTIMATORS), help="default: the run's, else search")
+    p.add_argument("--env", choices=list(ESTIMATORS), help="default: the run's, else the first of tasks.py")
     p.add_argument("--states", type=int, help="test questions (default 12) or levels (default 4)")
     p.add_argument("--num-generations", type=int, help="G or K (default: the run's, else the task's)")
-    p.add_argument("--continuations", type=int, help="M, even (two halves for the noise ceiling); default 8 (search) or 4 (the games)")
+    p.add_argument("--continuations", type=int, help="M, even (two halves for the noise ceiling); default 8 (tool use) or 4 (the games)")
     p.add_argument("--chunk", type=int, default=64, help="episodes decoded together")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the intervals")
     p.add_argument("--gradient", action="store_true",
@@ -307,7 +308,7 @@ def parse_args(argv):
     p.add_argument("--png", help="write the scatter plots here (needs matplotlib)")
     p.add_argument("--from", dest="sources", nargs="+", metavar="JSON",
                    help="--json files: print their tables again, then the differences side by side; no model")
-    p.add_argument("--estimators", help="with --from, search: score these estimators of estimators.py (comma-separated; "
+    p.add_argument("--estimators", help="with --from, tool use: score these estimators of estimators.py (comma-separated; "
                    "default all) from each record's raw rewards")
     ours, rest = p.parse_known_args(argv)
     if ours.continuations is not None and (ours.continuations < 2 or ours.continuations % 2) or ours.chunk < 1 \
@@ -322,8 +323,8 @@ def parse_args(argv):
         p.error("--png and --json take one --from file")
     if ours.estimators is not None and not ours.sources:
         p.error("--estimators re-scores saved measurements: give --from FILE (a new measurement scores them all)")
-    if ours.estimators is not None and (bad := [e for e in ours.estimators.split(",") if e not in ESTIMATORS["search"]]):
-        p.error(f"--estimators: {', '.join(bad)} is not a search estimator; choose from {', '.join(ESTIMATORS['search'])}")
+    if ours.estimators is not None and (bad := [e for e in ours.estimators.split(",") if e not in TOOL]):
+        p.error(f"--estimators: {', '.join(bad)} is not a tool-use estimator; choose from {', '.join(TOOL)}")
     if ours.sources and ours.gradient:
         p.error("--gradient measures with a model; --from reads what a --gradient measurement kept")
     if ours.sources:
@@ -332,7 +333,7 @@ def parse_args(argv):
     ours.n = ours.states or 1  # the run's --env decides the defaults
     args = run_args(ours, rest + ([f"--num-generations={ours.num_generations}"] if ours.num_generations else []))
     if args.env not in ESTIMATORS:
-        p.error(f"--env {args.env}: credit is measured on search, planpath and sokoban")
+        p.error(f"--env {args.env}: credit is measured on {', '.join(ESTIMATORS)}")
     args.eval_n = ours.n = ours.states or DEFAULT_STATES[args.env]
     ours.continuations = ours.continuations or DEFAULT_CONTINUATIONS[args.env]
     return ours, args
@@ -349,17 +350,17 @@ def measure(ours, args):
     if ours.gradient and args.policy == "per-role":
         raise SystemExit("--gradient measures one policy's update; this checkpoint has one model per role")
     G, M, t0, load = args.num_generations, ours.continuations, time.time(), os.getloadavg()[0]
-    if args.env == "search":
+    if args.env not in GAMES:
         with tqdm(total=len(items) * G * (M + 1), desc="credit: episodes", unit="episode") as bar:
-            records = search_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar)
+            records = tool_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar)
     else:
         sampler = chat_sampler(train.role_models(models), tok, args, env_two_roles.STOP_STRINGS)
-        make_env = lambda seed: train.GAMES[args.env].make_tasks([seed], args)[0]  # noqa: E731
+        make_env = lambda seed: tasks.TASKS[args.env].make_tasks([seed], args)[0]  # noqa: E731
         records = game_records(make_env, items, sampler, G, M, args.scale_rewards, ours.chunk, "credit: episodes")
     settings = {"env": args.env, "model": args.model, "states": len(items), "num_generations": G, "continuations": M,
                 "bf16": bool(args.bf16 and precision.bf16_ok(device)), "temperature": args.temperature, "scale_rewards": args.scale_rewards,
                 "bootstrap": ours.bootstrap, "seed": args.seed,
-                **({"max_calls": args.max_calls} if args.env == "search" else {"levels": args.levels}),
+                **({"levels": args.levels} if args.env in GAMES else {"max_calls": args.max_calls}),
                 "flags": {k: v for k, v in dataclasses.asdict(args).items() if k not in UNRECORDED}}  # every one that made it
     rows = [r.pop("_ids") for r in records]
     result = {"settings": settings, "records": records}
@@ -395,9 +396,9 @@ def main(argv=None):
     if ours.png and (why := picture_problem(ours.png)):
         raise SystemExit(why)
     results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
-    for path, result in zip(ours.sources or (), results):  # search: every estimator of the table, from the raw rewards
-        if result["settings"]["env"] == "search":
-            names = ours.estimators.split(",") if ours.estimators else ESTIMATORS["search"]
+    for path, result in zip(ours.sources or (), results):  # tool use: every estimator of the table, from the raw rewards
+        if result["settings"]["env"] not in GAMES:
+            names = ours.estimators.split(",") if ours.estimators else ESTIMATORS[result["settings"]["env"]]
             if missing := rescore(result, names):
                 print(f"{path}: measured before these estimators' inputs were kept: scored for the estimators "
                       f"it holds; not {', '.join(missing)}")

@@ -38,10 +38,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import env_search
 import estimators
 import mtgrpo
 import rewards
+import tasks
 import train
 from machinery.cli import one_line
 from machinery.records import finite, read_checked
@@ -49,13 +49,13 @@ from policy import BUNDLED, pick_device, play_episodes, turn_generator
 from tools import output
 from machinery import precision
 from tools.credit import cpu_name, replay_prefix
-from tools.credit_figures import BOOTSTRAP, ESTIMATORS, KINDS, NAMES, interval, kind_of, least_squares
+from tools.credit_figures import BOOTSTRAP, GAMES, KINDS, TOOL, NAMES, interval, kind_of, least_squares
 from tools.credit_gradient import cluster_weights
 from tools.credit_report import signed_cell
 
 # inside a state, the rows that need the rewards alone: GiGPO's states and IGPO's information gain of a
 # continuation are not computed (field.inputs)
-INSIDE = estimators.names("search", trainable=False, needing=())
+INSIDE = estimators.names("tool", trainable=False, needing=())
 
 
 # ---------------------------------------------------------------- inside a state
@@ -73,34 +73,34 @@ def a_2(turn_r, outcome_r, turns, i, t, o, played, alpha, scale):
     return adv, {"norm(R^T_2)": norm(R_T[..., 1]), "norm(R^O)": norm(R_O)}
 
 
-def state_records(model, tok, questions, retriever, args, G, per_kind, most, episodes, chunk, bar):
+def state_records(model, tok, questions, data, args, G, per_kind, most, episodes, chunk, bar):
     """One record per turn-2 state (module docstring), the first `episodes` of each question: its
     continuations' kinds, returns from turn 2, each estimator's A_2 and MT-GRPO's two terms."""
-    K, records = args.max_calls + 1, []
-    generate = turn_generator(model, tok, args, env_search.STOP_STRINGS)
+    K, records, task = args.max_calls + 1, [], tasks.TASKS[args.env]
+    generate = turn_generator(model, tok, args, task.stop_strings)
     for qi, question in enumerate(questions):
-        envs = train.make_envs([question], retriever, args, repeat=G)
-        samples, _ = play_episodes(model, tok, envs, args, env_search.STOP_STRINGS, generate=generate)
-        turn_r, outcome_r, _ = rewards.score_episodes(envs)
+        envs = train.make_envs([question], data, args, repeat=G)
+        samples, _ = play_episodes(model, tok, envs, args, task.stop_strings, generate=generate)
+        turn_r, outcome_r, _ = rewards.score_episodes(envs, task.rubric)
         bar.update(G)
         states = 0
         for i, (s, e) in enumerate(zip(samples, envs)):
             first = [x for x, k in zip(s.ids, s.turn) if k == 1]
             if states == episodes or e.turns < 2 or kind_of(args.prefill + tok.decode(first, skip_special_tokens=True),
-                                                            1, K) != "call":
+                                                            1, K, task.rubric.tags) != "call":
                 continue
             states += 1
             conts = []
             while len(conts) < most and min(sum(c["kind"] == k for c in conts) for k in ("call", "answer")) < per_kind:
                 n = min(chunk, most - len(conts))
-                envs2 = train.make_envs([question], retriever, args, repeat=n)
-                played, _ = play_episodes(model, tok, envs2, args, env_search.STOP_STRINGS,
+                envs2 = train.make_envs([question], data, args, repeat=n)
+                played, _ = play_episodes(model, tok, envs2, args, task.stop_strings,
                                           generate=replay_prefix([[first]] * n, generate))
-                for p, e2, t, o in zip(played, envs2, *rewards.score_episodes(envs2)[:2]):
+                for p, e2, t, o in zip(played, envs2, *rewards.score_episodes(envs2, task.rubric)[:2]):
                     second = [x for x, k in zip(p.ids, p.turn) if k == 2]
                     adv, parts = a_2(turn_r, outcome_r, [e.turns for e in envs], i, t, o, e2.turns, args.alpha,
                                      args.scale_rewards)
-                    conts.append({"kind": kind_of(args.prefill + tok.decode(second, skip_special_tokens=True), 2, K),
+                    conts.append({"kind": kind_of(args.prefill + tok.decode(second, skip_special_tokens=True), 2, K, task.rubric.tags),
                                   "return": sum(t[1:]) + o, "adv": adv, "terms": parts})
                 bar.update(n)
             records.append({"cluster": qi, "state": f"question {qi}, episode {i}, after the tool result",
@@ -110,7 +110,7 @@ def state_records(model, tok, questions, retriever, args, G, per_kind, most, epi
 
 def held(records):
     """The estimators every continuation holds (a file measured with an older table holds fewer)."""
-    return [e for e in ESTIMATORS["search"] if all(e in c["adv"] for r in records for c in r["continuations"])]
+    return [e for e in TOOL if all(e in c["adv"] for r in records for c in r["continuations"])]
 
 
 def state_gaps(records):
@@ -169,7 +169,7 @@ def inside_table(figures):
         return lines + ["Fewer than 3 states met both kinds: nothing to fit."]
     lines += [f"Q^(s, call) − Q^(s, answer), mean over states: {signed_cell(figures['q_gap'])}", "",
               "| advantage | mean gap | fit gap = b gap_Q + c: c | b |", "|---|---|---|---|"]
-    for name in [e for e in ESTIMATORS["search"] if e in figures] + ["norm(R^T_2)", "norm(R^O)"]:
+    for name in [e for e in TOOL if e in figures] + ["norm(R^T_2)", "norm(R^O)"]:
         f = figures[name]
         label = NAMES.get(name, f"MT-GRPO's term {name}")
         lines.append(f"| {label} | {signed_cell(f['mean_gap'])} | {signed_cell(f['bonus'])} | {signed_cell(f['slope'])} |")
@@ -197,10 +197,10 @@ def parse_args(argv):
     if ours.source:
         return ours, None
     from tools.evaluate import run_args
-    ours.n, ours.env = ours.states, "search"
+    ours.n, ours.env = ours.states, None  # the run's task
     args = run_args(ours, rest + ([f"--num-generations={ours.num_generations}"] if ours.num_generations else []))
-    if args.env != "search" or args.max_calls < 2:
-        p.error(f"{ours.model}: a search run with --max-calls 2 or more is needed (this one: --env {args.env}, "
+    if args.env in GAMES or args.max_calls < 2:
+        p.error(f"{ours.model}: a tool-use run with --max-calls 2 or more is needed (this one: --env {args.env}, "
                 f"--max-calls {args.max_calls}): with two turns no turn can both call and answer")
     return ours, args
 
@@ -249,9 +249,9 @@ def state_result_problem(result):
                 return f"{at}: 'kind' must be {' or '.join(KINDS)}"
             if not finite(c.get("return")):
                 return f"{at}: 'return' must be a finite number, got {json.dumps(c.get('return'))[:40]}"
-            if not (isinstance(adv, dict) and adv and set(adv) <= set(ESTIMATORS["search"])
+            if not (isinstance(adv, dict) and adv and set(adv) <= set(TOOL)
                     and all(map(finite, adv.values()))):  # an older table's file holds fewer
-                return f"{at}: 'adv' must be finite numbers keyed by {', '.join(ESTIMATORS['search'])}, got {json.dumps(adv)[:40]}"
+                return f"{at}: 'adv' must be finite numbers keyed by {', '.join(TOOL)}, got {json.dumps(adv)[:40]}"
             if not (isinstance(terms, dict) and set(terms) == {"norm(R^T_2)", "norm(R^O)"} and all(map(finite, terms.values()))):
                 return f"{at}: 'terms' must be finite numbers keyed by norm(R^T_2) and norm(R^O), got {json.dumps(terms)[:40]}"
     return None

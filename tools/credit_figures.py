@@ -21,36 +21,40 @@ enters c without biasing the policy gradient: the across-state c is not the grad
 """
 import numpy as np
 
-import env_search
 import estimators
+import rewards
+import tasks
 from tools.credit_gradient import cluster_weights, update_figures
 
-GAMES = ("planpath", "sokoban")  # AT-GRPO's two games: the same estimators, targets and subsets
-# every estimator of estimators.py's table, in its order; the AT-GRPO paper's two named by their rollout
-ESTIMATORS = {env: estimators.names(env, trainable=False) for env in ("search", *GAMES)}
+GAMES = tasks.names("game")  # AT-GRPO's games: the same estimators, targets and subsets
+TOOL = estimators.names("tool", trainable=False)  # the tool-use tasks' estimators (search's call bias: K = 3)
+# per task (tasks.py), from its kind: every estimator of estimators.py's table, in its order; the
+# AT-GRPO paper's two named by their rollout
+ESTIMATORS = {n: estimators.names(t.kind, trainable=False) for n, t in tasks.TASKS.items()}
 NAMES = {e.name: e.label + (f" ({e.scheme})" if e.paper == "AT-GRPO" else "") for e in estimators.TABLE}
-TARGETS = {"search": ("return", "outcome")} | {g: ("return", "success") for g in GAMES}
+TARGETS = {n: {"tool": ("return", "outcome"), "game": ("return", "success")}[t.kind] for n, t in tasks.TASKS.items()}
 # the pre-registered comparisons: (estimator, baseline), Pearson difference with its interval
-DIFFERENCES = {"search": (("mt", "or"), ("mr", "or"), ("mt", "mr"), ("mt_half", "mt"))} | {
-    g: (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo")) for g in GAMES}
+DIFFERENCES = {n: {"tool": (("mt", "or"), ("mr", "or"), ("mt", "mr"), ("mt_half", "mt")),
+                   "game": (("at", "grpo"), ("gigpo", "grpo"), ("at", "gigpo"))}[t.kind] for n, t in tasks.TASKS.items()}
 BOOTSTRAP = (10, 100_000)  # draws: 1000 take seconds; the upper bound keeps a typo from running for days
-SUBSETS = {g: {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1, "turns 2+": lambda r: r["turn"] >= 2} for g in GAMES}
+GAME_SUBSETS = {"all turns": lambda r: True, "turn 1": lambda r: r["turn"] == 1, "turns 2+": lambda r: r["turn"] >= 2}
 KINDS = ("call", "answer", "neither", "last")
 TERMS = ("norm(R^T_1)", "norm(R^T_2)", "norm(R^O)")  # what MT-GRPO adds up at K = 3 (alpha 1)
 
 
-def kind_of(text, turn, K):
-    """What a turn decided: "call" (search again), "answer" (stop now), "neither", or "last" (turn
-    K: the episode ends whatever it says)."""
-    return "last" if turn >= K else "answer" if env_search.has_answer(text) else "call" if "<tool>" in text else "neither"
+def kind_of(text, turn, K, tags=rewards.TAGS):
+    """What a turn decided: "call" (call the tool again), "answer" (stop now), "neither", or "last"
+    (turn K: the episode ends whatever it says); tags: the task's (rewards.Tags)."""
+    return ("last" if turn >= K else "answer" if rewards.tag_content(text, tags.answer) is not None
+            else "call" if f"<{tags.call}>" in text else "neither")
 
 
 # ---------------------------------------------------------------- A* and the figures
 def subsets(records, env):
-    """{name: test of a record}: the answers each figure is given for. Search: turn by turn (turn
+    """{name: test of a record}: the answers each figure is given for. Tool use: turn by turn (turn
     K, the last, is the answer); the games: all turns, the first, the later ones."""
     if env in GAMES:
-        return SUBSETS[env]
+        return GAME_SUBSETS
     return {f"turn {k}": (lambda r, k=k: r["turn"] == k) for k in sorted({r["turn"] for r in records})}
 
 
@@ -222,15 +226,15 @@ def call_bias(records, bootstrap=1000, seed=0):
     of = np.array([clusters.index(records[i]["cluster"]) for i in rows])
     draws = [w[of].astype(float) for w in cluster_weights(len(clusters), bootstrap, seed)]
     out = {"calls": int(calls.sum()), "answers": int(len(rows) - calls.sum())}
-    for target in TARGETS["search"]:
+    for target in ("return", "outcome"):
         a_star = true_advantages(records, target)[0][rows]
         out[target] = {"a_star_gap": [float(a_star[calls == 1].mean() - a_star[calls == 0].mean())]}
-        for e in ESTIMATORS["search"]:
+        for e in TOOL:
             if all(e in records[i]["adv"] for i in rows):
                 adv = np.array([records[i]["adv"][e] for i in rows])
                 out[target][e] = with_draws([bonus(adv, a_star, calls, w) for w in draws])
     a_star = true_advantages(records, "return")[0][rows]
-    kept = [e for e in ESTIMATORS["search"] if all(e in records[i]["adv"] for i in rows)]  # an older file: fewer
+    kept = [e for e in TOOL if all(e in records[i]["adv"] for i in rows)]  # an older file: fewer
     if len(set(turn)) > 1 and "mt_half" in kept:
         second = turn == 2
         value = np.array([np.mean(records[i]["v"]["return"]) if "v" in records[i] else 0.0 for i in rows])

@@ -6,14 +6,16 @@ import os
 
 import numpy as np
 
+import tasks
 from machinery.records import finite, read_checked
-from tools.credit_figures import (BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, call_bias, pearson,
+from tools.credit_figures import (BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, TOOL, call_bias, pearson,
                                   true_advantages)
 
 # the summary's columns: the pre-registered differences of each subset (turn 2: MT-GRPO against
 # GRPO-MR, the paper's case; MT-GRPO - GRPO-OR is 0 there by construction)
-SUMMARY = {"search": {"turn 1": (("mt", "or"), ("mr", "or")), "turn 2": (("mt", "mr"),)}} | {
-    g: {"turn 1": (("at", "grpo"), ("gigpo", "grpo")), "turns 2+": (("at", "grpo"), ("gigpo", "grpo"))} for g in GAMES}
+SUMMARY = {n: {"tool": {"turn 1": (("mt", "or"), ("mr", "or")), "turn 2": (("mt", "mr"),)},
+               "game": {"turn 1": (("at", "grpo"), ("gigpo", "grpo")), "turns 2+": (("at", "grpo"), ("gigpo", "grpo"))}}[t.kind]
+           for n, t in tasks.TASKS.items()}
 
 
 # ---------------------------------------------------------------- tables and plot
@@ -27,9 +29,9 @@ def with_interval(triple):
 
 
 def where(s):
-    """What a measurement's settings say beyond the defaults: the levels (the games), K (search).
+    """What a measurement's settings say beyond the defaults: the levels (the games), K (tool use).
     A file made before they were recorded measured the defaults, except where its settings say."""
-    if s["env"] == "search":
+    if s["env"] not in GAMES:
         return f", K = {s['max_calls'] + 1} turns" if s.get("max_calls", 1) != 1 else ""
     return f", the {s['levels']} levels" if s.get("levels", "ours") != "ours" else ""
 
@@ -37,9 +39,10 @@ def where(s):
 def tables(result):
     """The measurement as markdown tables (what docs/results-credit.md shows)."""
     env, s = result["settings"]["env"], result["settings"]
-    lines = [f"{env}, model {s['model']}, {s['states']} {'questions' if env == 'search' else 'levels'}"
+    items, tool = tasks.TASKS[env].item + "s", env not in GAMES
+    lines = [f"{env}, model {s['model']}, {s['states']} {items}"
              f"{where(s)}, "
-             f"{'G' if env == 'search' else 'K'} = {s['num_generations']}, M = {s['continuations']}, "
+             f"{'G' if tool else 'K'} = {s['num_generations']}, M = {s['continuations']}, "
              f"{'bf16' if s['bf16'] else 'fp32'}, temperature {s['temperature']}, {s['bootstrap']} bootstrap draws"]
     if "machine" in result:
         m = result["machine"]
@@ -47,7 +50,7 @@ def tables(result):
     for target, cells in result["figures"].items():
         for subset, cell in cells.items():
             lines += ["", f"**{target}, {subset}** ({cell['n']} answers; the bootstrap resamples {cell['states']} "
-                          f"{'questions' if env == 'search' else 'levels'})", "",
+                          f"{items})", "",
                       "| estimator | Pearson | Spearman | sign agreement | zero advantage | split-half r | ceiling |",
                       "|---|---|---|---|---|---|---|"]
             for e in ESTIMATORS[env]:
@@ -59,35 +62,35 @@ def tables(result):
                              for d, v in cell["differences"].items()]
     if env in GAMES and any("anchor" in r for r in result.get("records", [])):
         lines += ["", anchor_line(result["records"])]
-    if env == "search" and len(result["figures"]["outcome"]) > 1:
-        lines += [""] + both_turns(result["figures"])
-    if env == "search" and (bias := call_bias(result.get("records", []), s["bootstrap"])):
-        lines += bias_table(bias)
+    if tool and len(result["figures"]["outcome"]) > 1:
+        lines += [""] + both_turns(result["figures"], env)
+    if tool and (bias := call_bias(result.get("records", []), s["bootstrap"])):
+        lines += bias_table(bias, env)
     if "update" in result:
         lines += update_table(result["update"], env)
     return "\n".join(lines)
 
 
-def bias_table(bias):
+def bias_table(bias, env):
     """call_bias as a table: the bonus of a call over an answer at equal A*, across states
     (tools/credit_bias.py)."""
     lines = []
-    for target in TARGETS["search"]:
+    for target in ("return", "outcome"):
         cell = bias[target]
-        lines += ["", f"**search, A* of {target}: the bonus of a tool call over answering now, at equal A*, across "
+        lines += ["", f"**{env}, A* of {target}: the bonus of a tool call over answering now, at equal A*, across "
                       f"states** ({bias['calls']} calls, {bias['answers']} answers, turns before the last; calls' mean "
                       f"A* − answers': {number(cell['a_star_gap'][0])}; 95 % interval; c / b where b > 0)", "",
                   "| estimator | bonus c, advantage units | c / b, return units | draws left out: singular / b ≤ 0 |",
                   "|---|---|---|---|"]
         lines += [f"| {NAMES[e]} | {with_interval(cell[e]['bonus'])} | {with_interval(cell[e]['bonus_in_return'])} "
                   f"| {cell[e]['singular_draws']} / {cell[e]['b_not_positive_draws']} |"
-                  for e in ESTIMATORS["search"] if e in cell]
+                  for e in TOOL if e in cell]
     return lines + (across_table(bias) if "specifications" in bias else [])
 
 
 def across_table(bias):
     """The across-state fit's specifications and MT-GRPO's terms, on the return."""
-    shown = [e for e in ESTIMATORS["search"] if all(e in row for row in bias.get("specifications", {}).values())]
+    shown = [e for e in TOOL if all(e in row for row in bias.get("specifications", {}).values())]
     lines = ["", f"**across states, A* of the return: c of each specification** ({bias['calls']} calls, "
                  f"{bias['answers']} answers; 95 % interval; singular draws left out)", "",
              "| specification | " + " | ".join(NAMES[e] for e in shown) + " |", "|---|" + "---|" * len(shown)]
@@ -131,21 +134,21 @@ def anchor_line(records):
             "another answer of their level; the rest get a step advantage of 0")
 
 
-def both_turns(figures):
-    """Search: each estimator's Pearson with A* turn by turn, in one table. With two turns the
+def both_turns(figures, env):
+    """A tool-use task: each estimator's Pearson with A* turn by turn, in one table. With two turns the
     answer's return is R^O alone, so turn 2 has one column; with more, every turn has both."""
     turns = list(figures["outcome"])
     if turns == ["turn 1", "turn 2"]:
         cols = [("return", "turn 1", "turn 1, A* of R^T_1 + R^O"), ("outcome", "turn 1", "turn 1, A* of R^O"),
                 ("outcome", "turn 2", "turn 2 (the answer), A* of R^O")]
     else:
-        cols = [(t, sub, f"{sub}, A* of {'the return' if t == 'return' else 'R^O'}") for sub in turns for t in TARGETS["search"]]
-    present = [e for e in ESTIMATORS["search"] if all(e in figures[t][sub] for t, sub, _ in cols)]
-    lines = [f"**search, {'both turns' if len(turns) == 2 else 'every turn'}: Pearson with A*** (95 % interval)", "",
+        cols = [(t, sub, f"{sub}, A* of {'the return' if t == 'return' else 'R^O'}") for sub in turns for t in TARGETS[env]]
+    present = [e for e in ESTIMATORS[env] if all(e in figures[t][sub] for t, sub, _ in cols)]
+    lines = [f"**{env}, {'both turns' if len(turns) == 2 else 'every turn'}: Pearson with A*** (95 % interval)", "",
              "| estimator | " + " | ".join(c for _, _, c in cols) + " |", "|---|" + "---|" * len(cols)]
     for e in present:
         lines.append(f"| {NAMES[e]} | " + " | ".join(with_interval(figures[t][sub][e]["pearson"]) for t, sub, _ in cols) + " |")
-    ceiling = lambda noise: next(iter(noise.values()))["ceiling"]  # noqa: E731 (one per scheme: search has one)
+    ceiling = lambda noise: next(iter(noise.values()))["ceiling"]  # noqa: E731 (one per scheme: tool use has one)
     lines.append("| ceiling | " + " | ".join(number(ceiling(figures[t][sub]["noise"])) for t, sub, _ in cols) + " |")
     if turns != ["turn 1", "turn 2"] or "mt-mr" not in figures["outcome"]["turn 2"]["differences"]:
         return lines
@@ -223,7 +226,7 @@ def whole(low, high=float("inf")):
 
 
 # what the tables and figures read, and what each must be; bootstrap bounded: 10**9 draws would run for days
-SETTINGS = {"env": (lambda x: x in ESTIMATORS, "search, planpath or sokoban"), "model": (lambda x: isinstance(x, str), "text"),
+SETTINGS = {"env": (lambda x: x in ESTIMATORS, " or ".join(ESTIMATORS)), "model": (lambda x: isinstance(x, str), "text"),
             "states": (whole(2), "a whole number, at least 2"), "num_generations": (whole(2), "a whole number, at least 2"),
             "continuations": (lambda x: whole(2)(x) and x % 2 == 0, "an even whole number, at least 2"),
             "bf16": (lambda x: isinstance(x, bool), "true or false"),
@@ -277,7 +280,7 @@ def gram_problem(gram, tol=1e-5):
 
 
 def group_ok(g, turn):
-    """A search record's "group" (credit.rescore): the shapes agree and every number is finite."""
+    """A tool-use record's "group" (credit.rescore): the shapes agree and every number is finite."""
     try:
         G, K = len(g["outcome"]), len(g["turn_rewards"][0]) + 1
         return (set(g) - {"states", "info_gain"} == {"turn_rewards", "outcome", "turns", "episode"} and G >= 1

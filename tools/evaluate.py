@@ -5,9 +5,11 @@
     python tools/evaluate.py --model Qwen/Qwen2.5-0.5B --n 500      # a hub model (needs the network)
     python tools/evaluate.py --env sokoban --model runs/at/checkpoint
     python tools/evaluate.py --env planpath --model runs/planpath/checkpoint
+    python tools/evaluate.py --env calc --model runs/calc/checkpoint
 
-Search: the MT-GRPO paper's Table 5 metrics (Zeng et al. 2025, arXiv 2505.11821), each as a
-rate (fraction of its maximum, averaged over episodes) and in reward units. Sokoban (AT-GRPO):
+Any task of tasks.py. Search: the MT-GRPO paper's Table 5 metrics (Zeng et al. 2025, arXiv 2505.11821),
+each as a rate (fraction of its maximum, averaged over episodes) and in reward units; another tool-use
+task: each reward of its rubric, the same way. Sokoban (AT-GRPO):
 success rate, moves played, and the box-goal distance left; Plan-Path the same with the moves
 to the goal left. Any train.py flag that shapes the
 task (--size, --reverse-steps, --max-turns, --one-shot, --test-questions ...) may follow; for a
@@ -24,14 +26,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import rewards
 import config
 import policy
+import tasks
 import train
 from policy import BUNDLED, pick_device
 from machinery.cli import one_line
 from machinery.records import read_json
 
-# Table 5 of the MT-GRPO paper: metric -> reward component (its maximum: rewards.MAXIMA)
-SEARCH_METRICS = {"tool_execution": "tool_execution", "answer_in_results": "answer_in_results",
-                  "format": "xml_format", "exact_match": "exact_match"}
+# Table 5 of the MT-GRPO paper: metric -> reward component of its rubric (its maximum: rewards.MAXIMA)
+TABLE_5 = {"tool_execution": "tool_execution", "answer_in_results": "answer_in_results",
+           "format": "xml_format", "exact_match": "exact_match"}
+GAME_UNITS = {"success": "rate", "best_constant_success": "rate", "board_ablation_success": "rate",
+              "distinct_answers": "count", "moves": "per level", "turns": "per level"}
 # run settings that define the task (read from a checkpoint's args.json)
 TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retriever_url", "corpus", "max_calls",
              "train_questions", "test_questions", "max_completion_length", "size", "boxes",
@@ -42,7 +47,7 @@ TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retr
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--model", default=BUNDLED, help="checkpoint folder, hub id or the bundled model")
-    p.add_argument("--env", choices=["search", "sokoban", "planpath"], help="default: the run's, else search")
+    p.add_argument("--env", choices=list(tasks.TASKS), help=f"default: the run's, else {config.Args.env}")
     p.add_argument("--split", choices=["test", "train"], default="test")
     p.add_argument("--n", type=int, default=64, help="questions or levels")
     p.add_argument("--chunk", type=int, default=16, help="questions or levels played together (one batch per turn)")
@@ -103,21 +108,21 @@ def evaluate(models, tok, args, split, chunk, greedy=True):
 
 def report(metrics, args, ours, n):
     """Print the metrics for people; return them as one flat dict for --json."""
-    head = f"{args.env}, {ours.split} split, {n} {'questions' if args.env == 'search' else 'levels'}, " \
+    task = tasks.TASKS[args.env]
+    head = f"{args.env}, {ours.split} split, {n} {task.item}s, " \
            f"{'sampled' if ours.sample else 'greedy'}, model {args.model}"
     print("\n" + head)
     out = {"env": args.env, "split": ours.split, "n": n, "model": args.model, "greedy": not ours.sample}
-    if args.env == "search":
+    if task.kind == "tool":
+        maxima = task.rubric.maxima
         print(f"{'metric (rate: fraction of the maximum)':<40}{'rate':>8}")
-        for name, key in SEARCH_METRICS.items():
-            out[name], out[name + "_reward"] = metrics[key] / rewards.MAXIMA[key], metrics[key]
+        for name, key in (TABLE_5 if task.rubric is rewards.MT_GRPO else {k: k for k in maxima}).items():
+            out[name], out[name + "_reward"] = metrics[key] / maxima[key], metrics[key]
             print(f"{name:<40}{out[name]:>8.3f}")
         out["reward"] = metrics["reward"]
-        print(f"{'total reward (reward units, max 2.6)':<40}{metrics['reward']:>8.3f}")
+        print(f"{f'total reward (reward units, max {sum(maxima.values()):g})':<40}{metrics['reward']:>8.3f}")
     else:
-        units = {"success": "rate", "best_constant_success": "rate", "board_ablation_success": "rate",
-                 "distinct_answers": "count", "moves": "per level", "turns": "per level",
-                 **({"box_distance": "cells left"} if args.env == "sokoban" else {"distance": "moves to the goal left"})}
+        units = {**GAME_UNITS, **{k: label for k, label in task.table if k.endswith("distance")}}
         for name, unit in units.items():
             out[name] = metrics[name]
             print(f"{f'{name} ({unit})':<40}{metrics[name]:>8.3f}")

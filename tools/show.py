@@ -89,8 +89,8 @@ def text_html(row, scale, skip_prompt):
     return "".join(parts)
 
 
-def rollout_html(k, row, env, algo, scale, skip_prompt, chosen):
-    rewards = ", ".join(f"{l}: {r:.3f}" for l, r in zip(reward_labels(row, env), row["rewards"]))
+def rollout_html(k, row, scale, skip_prompt, chosen):
+    rewards = ", ".join(f"{l}: {r:.3f}" for l, r in zip(reward_labels(row), row["rewards"]))
     advs = ", ".join(f'<span class="sw" style="background:{colour(a, scale)}">turn {t}: {a:+.3f}</span>'
                      for t, a in advantage_of_turn(row).items()) or "none"
     role = f" · {html.escape(row['role'])}" if row["role"] else ""
@@ -144,7 +144,7 @@ def page(out, step, groups, gi):
         body.append(f'<details><summary>the prompt all {len(rows)} rollouts share ({len(prompts[0])} '
                     f'tokens, masked)</summary><div class="text m">{html.escape("".join(prompts[0]))}'
                     "</div></details>")
-    body += [rollout_html(k, r, env, algo, scale, shared, algo == "at" and k == best) for k, r in enumerate(rows)]
+    body += [rollout_html(k, r, scale, shared, algo == "at" and k == best) for k, r in enumerate(rows)]
     body.append("<p class=\"run\">groups of this step (python tools/show.py OUT --group I): " + "; ".join(
         f"{i}: {html.escape(n)}" for i, (n, _) in enumerate(groups)) + "</p>")
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'

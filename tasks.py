@@ -1,0 +1,20 @@
+"""The task table: every task, by its --env name. Each is declared at the end of its own file (a
+task.Task); train.py, config.py and tools/ read this table, and no other file names a task
+(tests/test_atgrpo.py's layout test checks it). Adding a task is its file and one line here.
+"""
+import env_planpath
+import env_search
+import env_sokoban
+
+TASKS = {t.name: t for t in (env_search.TASK, env_sokoban.TASK, env_planpath.TASK)}
+KINDS = ("tool", "game")  # task.py: MT-GRPO's tool-use episodes, AT-GRPO's games
+
+
+def names(kind=None):
+    """The tasks' names in the table's order, of one kind if given."""
+    return tuple(n for n, t in TASKS.items() if kind is None or t.kind == kind)
+
+
+def owners(flag):
+    """The tasks that read a task's own flag (task.Task.flags), as "a or b"."""
+    return " or ".join(n for n, t in TASKS.items() if flag in t.flags)
