@@ -1,6 +1,6 @@
 """The task table: every task, by its --env name. Each is declared at the end of its own file (a
 task.Task); train.py, config.py and tools/ read this table, and no other file names a task
-(tests/test_atgrpo.py's layout test checks it). Adding a task is its file and one line here.
+(tests/test_tasks.py checks it). Adding a task is its file, and here its import and its entry.
 """
 import env_planpath
 import env_search
