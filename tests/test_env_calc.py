@@ -73,6 +73,7 @@ ANSWER = "<reasoning>It is 79.</reasoning>\n<answer>79</answer>"
 @pytest.mark.parametrize("call, result, turn_reward", [
     (CALL, {"content": "<result>79</result>", "tool_results": "79"}, 0.2 + 0.5),  # ran, and its value is the answer
     ("<calc>12 * 7 - 4</calc>", {"content": "<result>80</result>", "tool_results": "80"}, 0.2),  # ran, another value
+    ("<calc>100 + 79</calc>", {"content": "<result>179</result>", "tool_results": "179"}, 0.2),  # holds 79, is not 79
     ("<calc>12 x 7</calc>", {"content": "Error: 'x' is not allowed: use numbers, + - * / and parentheses"}, 0.0),
     ("<calc>12 * 7", {"content": "Error: the <calc> tag is not closed with </calc>"}, 0.0),  # cut off at the token limit
     ("79", {"content": env_calc.NO_ACTION}, 0.0),  # no call: the paper's missing tool call
