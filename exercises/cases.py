@@ -9,7 +9,7 @@ wrong answers, (value, note): a failure that gave that value prints the note too
 compared with a tolerance of 1e-5 relative + 1e-6 absolute: tight enough to see the 1e-4 of
 group_norm.
 
-This file imports no other file of the exercises: check.py, sandbox.py and quiz.py import it.
+This file imports no other file of the exercises: check.py, grade.py, quiz.py and handout.py import it.
 """
 import math
 

@@ -13,9 +13,9 @@ file that cannot be read, a handout folder that exists and is not empty). The ca
 its expected numbers worked out by hand, are in cases.py, beside this file: read it when you are
 stuck. Each exercise runs in a worker process of its own for at most sandbox.TIME_LIMIT seconds,
 and check.py compares what came back: an exit, a crash or an endless loop in a student's file
-fails that exercise and the table goes on. It needs Linux or macOS. How a student's file is run
-in isolation is in sandbox.py: you do not need to read it. The quiz is quiz.py, the handout
-handout.py.
+fails that exercise and the table goes on. It needs Linux or macOS. What the worker runs and how
+its values are compared is in grade.py, how a file is run in isolation in sandbox.py: you do not
+need to read them. The quiz is quiz.py, the handout handout.py.
 
 To use the checks from Python: run_check(n, *functions) -> (passed, failure), in your own
 process, and check(n, folder=...) -> (passed, failure), in a worker as above.
@@ -27,31 +27,109 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the files beside this one, however it is loaded
+import grade  # noqa: E402 (runs an exercise's cases in the worker, and judges what came back)
 import handout  # noqa: E402
 import quiz  # noqa: E402
-import sandbox  # noqa: E402 (runs each exercise's cases in a worker process of its own)
+import sandbox  # noqa: E402 (runs a function in a worker process of its own, with limits)
 from cases import CASES, EXERCISES  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+GRADE = str(HERE / "grade.py")  # what the worker runs: grade.check_exercise
 
 
 # ---------------------------------------------------------------- running the checks
-# check.py never runs a student's code in its own process: sandbox.py runs each exercise in a
-# worker process of its own, for at most sandbox.TIME_LIMIT seconds, and compares what came back
-# with the expected values.
+# check.py never runs a student's code in its own process: sandbox.py runs grade.check_exercise
+# in a worker process of its own, for at most sandbox.TIME_LIMIT seconds, and check.py compares
+# what came back with the expected values (grade.judge).
 def run_check(n, *functions):
     """Run exercise n's cases on the given functions (two for exercise 4: k3_kl, grpo_loss) in
-    this process: for functions you trust. Returns (passed, failure) as sandbox.judge does."""
+    this process: for functions you trust. Returns (passed, failure) as grade.judge does."""
     cases = CASES[n](*functions)
-    return (sandbox.judge(n, cases, list(sandbox.outcomes(cases)))
+    return (grade.judge(n, cases, list(grade.outcomes(cases)))
             or (False, "stopped before every case ran"))
 
 
 def check(n, solutions=False, folder=HERE):
     """(passed, first_failure) of exercise n, on the student's file or the project's code, in a
     worker process of its own, within sandbox.TIME_LIMIT seconds."""
-    with sandbox.Checker(solutions, folder) as checker:
+    with Checker(solutions, folder) as checker:
         return checker.check(n)[:2]
+
+
+class Checker:
+    """One run of check.py: a sandbox (its helper process and files) and the verdicts so far (a
+    note on exercise 2 needs exercise 1's)."""
+
+    def __init__(self, solutions=False, folder=HERE):
+        self.solutions, self.folder = solutions, os.path.abspath(folder)
+        self.sandbox = sandbox.Sandbox("check.py", warm=(GRADE, "warm", {"solutions": solutions}))
+        self.verdicts = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *error):
+        self.sandbox.__exit__(*error)
+
+    def check(self, n):
+        """(passed, failure, printed) of exercise n. The failure of a file that imports another
+        exercise's file gets a note when that file fails its own exercise."""
+        passed, failure, used, printed = self.verdict(n)
+        for m in used:
+            if not passed and "not implemented" not in failure and not self.verdict(m)[0]:
+                failure += (f"\nnote: this calls your {EXERCISES[m][1]}, "
+                            f"which fails exercise {m}")
+        return passed, failure, printed
+
+    def verdict(self, n):
+        if n not in self.verdicts:
+            self.verdicts[n] = self.run(n)
+        return self.verdicts[n]
+
+    def run(self, n):
+        """Exercise n in a fresh worker: (passed, failure, the other exercises its file imported,
+        the last lines it printed)."""
+        run = self.sandbox.run((GRADE, "check_exercise"),
+                               dict(n=n, solutions=self.solutions, folder=self.folder))
+        if run.problem:
+            return False, run.problem, [], run.printed
+        cases = CASES[n](*[None] * len(EXERCISES[n][2]))  # names, inputs, expected values only
+        try:
+            steps = read_steps(run.lines)
+            passed, failure = grade.judge(n, cases, steps["cases"]) or (False, "")
+            if not failure:
+                failure = self.unfinished(n, cases, steps, run)
+            used = [m for m in steps["used"] if isinstance(m, int) and m in EXERCISES and m != n]
+        except Exception:  # a report no honest worker writes
+            return False, "its report could not be read", [], run.printed
+        return passed and not failure, run.full if failure and run.full else failure, used, run.printed
+
+    def unfinished(self, n, cases, steps, run):
+        """Why the exercise fails although no case failed, or "" when its worker finished cleanly."""
+        if not steps["loaded"]:
+            loading = "the project's code" if self.solutions else EXERCISES[n][1]
+            where = f"\nwhile loading {loading}"
+        elif len(steps["cases"]) < len(cases):
+            where = f"\nin the case: {cases[len(steps['cases'])][0]}"
+        else:
+            where = ""
+        if run.cut_short(where):
+            return run.cut_short(where)
+        if len(steps["cases"]) < len(cases):
+            return "stopped before every case was checked (did it change check.py's functions?)"
+        return run.left_behind()
+
+
+def read_steps(lines):
+    """The worker's report lines (grade.check_exercise's): the case results in order, loaded, used."""
+    steps = {"cases": [], "loaded": False, "used": []}
+    for fields in lines:
+        if "case" in fields:
+            if fields["case"] == len(steps["cases"]):
+                steps["cases"].append(fields)
+        else:
+            steps.update((key, fields[key]) for key in ("loaded", "used") if key in fields)
+    return steps
 
 
 def row(n, passed, first):
@@ -87,7 +165,7 @@ def main(argv=None):
     passed, done = 0, []
     signal.signal(signal.SIGTERM, stopped)  # as Ctrl-C: the rows so far, and what was not checked
     try:
-        with sandbox.Checker(args.solutions, args.dir) as checker:
+        with Checker(args.solutions, args.dir) as checker:
             for n in numbers:
                 ok, report, output = checker.check(n)
                 passed += ok

@@ -9,7 +9,7 @@ from cases import EXERCISES
 from quiz import QUIZ_ANSWERS, QUIZ_EXPECTED, ROOT, CheckError, quiz_expected, quiz_template
 
 HERE = Path(__file__).resolve().parent
-FILES = ("check.py", "cases.py", "quiz.py", "handout.py", "sandbox.py")  # the checker's files
+FILES = ("check.py", "cases.py", "grade.py", "quiz.py", "handout.py", "sandbox.py")  # the checker's files
 
 
 # ---------------------------------------------------------------- the handout (--handout DIR)
@@ -48,8 +48,8 @@ def handout_readme():
         "```", "",
         "A failing exercise shows its first failing case: the input, the expected value and what",
         "came back. `cases.py` holds the cases, each with its arithmetic in a comment: read it",
-        "when you are stuck. `sandbox.py` runs your file in a process of its own; you need not",
-        "read it, nor `quiz.py` and `handout.py`.", "",
+        "when you are stuck. `sandbox.py` runs your file in a process of its own and `grade.py`",
+        "compares what it returned; you need not read them, nor `quiz.py` and `handout.py`.", "",
         "## In this order", "",
         "Do each exercise before you read the project's file that solves it: write the function",
         "from the equation first, then read how the project wrote it (in the project's",

@@ -351,7 +351,8 @@ def test_the_layout_the_readme_promises():
     checker = {p.stem: p for p in root.glob("exercises/*.py")}  # the exercises import each other by bare names
     direct = {name: {i.split(".")[0] for i in project_imports(path)} & set(checker) for name, path in checker.items()}
     assert [name for name in checker if name in reach(name)] == []
-    assert direct["cases"] == set() and "check" not in direct["sandbox"]
+    assert direct["cases"] == set() and direct["sandbox"] == set()  # the sandbox knows no exercise
+    assert direct["grade"] == {"cases", "sandbox"} and {"grade", "sandbox"} <= direct["check"]
 
 
 @pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "speedlab/bench.py",

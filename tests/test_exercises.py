@@ -1,11 +1,11 @@
-"""The exercises' checker (exercises/check.py and sandbox.py): it passes the project's own
+"""The exercises' checker (exercises/check.py, grade.py and sandbox.py): it passes the project's own
 functions, fails the untouched stubs, passes a correct student answer and fails plausible wrong
 ones; and no student file (an exit, an endless loop in C, a thread or a fork left running, an edit
 of the checker, an exception that cannot be printed) makes it pass, hang or stop before the next
 exercise.
 
 A wrong answer is a correct answer below with one mistake a student could make (a text
-replacement), written to a temporary ex*.py file and loaded the way sandbox.py loads a student's.
+replacement), written to a temporary ex*.py file and loaded the way grade.py loads a student's.
 """
 import json
 import os
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "exercises"))  # the checker's files import each other by name
 import cases  # noqa: E402
 import check  # noqa: E402
+import grade  # noqa: E402
 import handout  # noqa: E402
 import quiz  # noqa: E402
 import sandbox  # noqa: E402
@@ -220,7 +221,7 @@ def test_wrong_answer_fails(n, mistake, edits, right_folder, tmp_path):
         assert old in source, f"the edit {old!r} does not apply"
         source = source.replace(old, new)
     write_answers(tmp_path, {**RIGHT, n: source})
-    passed, failure = check.run_check(n, *sandbox.student_functions(n, tmp_path))
+    passed, failure = check.run_check(n, *grade.student_functions(n, tmp_path))
     assert not passed and failure and "not implemented" not in failure
 
 
@@ -275,7 +276,7 @@ def wrong_answer(n, mistake):
 def test_a_loss_averaged_the_other_way_is_told_so(tmp_path, mistake, lines):
     """A loss that gives the other average's value fails with a note naming that average."""
     write_answers(tmp_path, {4: wrong_answer(4, mistake)})
-    passed, failure = check.run_check(4, *sandbox.student_functions(4, tmp_path))
+    passed, failure = check.run_check(4, *grade.student_functions(4, tmp_path))
     assert not passed and [failure.split("\n")[0]] + failure.split("\n")[2:] == lines
 
 
@@ -314,7 +315,7 @@ def test_a_still_stubbed_exercise_that_another_one_needs_is_blamed(tmp_path):
     names ex1, not ex2."""
     stub = (ROOT / "exercises" / "ex1_group_norm.py").read_text()
     write_answers(tmp_path, {**RIGHT, 1: stub})
-    passed, failure = check.run_check(2, *sandbox.student_functions(2, tmp_path))
+    passed, failure = check.run_check(2, *grade.student_functions(2, tmp_path))
     assert not passed and failure == "needs ex1_group_norm.py first: it is not implemented yet"
 
 
@@ -335,7 +336,7 @@ def test_ex2_must_return_float64(tmp_path):
                                                "    K = turn_rewards.shape[2] + 1\n    turn_rewards, outcome_rewards = turn_rewards.float(), outcome_rewards.float()\n")
     source = source.replace("dtype=torch.float64", "dtype=torch.float32")
     write_answers(tmp_path, {**RIGHT, 2: source})
-    passed, failure = check.run_check(2, *sandbox.student_functions(2, tmp_path))
+    passed, failure = check.run_check(2, *grade.student_functions(2, tmp_path))
     assert not passed and failure.split("\n")[0] == "float64 out"
     assert failure.split("\n")[2:] == ["expected: 'torch.float64'", "got:      'torch.float32'"]
 
@@ -700,6 +701,37 @@ def test_a_disk_too_full_for_the_checkers_files_is_one_line(tmp_path, capsys, mo
     assert row == (f" 1  group normalisation          failed: check.py could not make its files in "
                    f"{tempfile.gettempdir()}: No space left on device (free some space, or set TMPDIR to a "
                    f"folder on another disk)")
+
+
+def test_the_sandbox_runs_any_files_function_and_knows_no_exercise(tmp_path, monkeypatch):
+    """sandbox.py on its own: a function of any file, called with a report and JSON arguments in a
+    worker; its lines come back, a time-out and a thread left running are said as such."""
+    target = tmp_path / "anything.py"
+    target.write_text(textwrap.dedent("""
+        import threading, time
+
+        def add(report, a, b):
+            print("adding")
+            report.write(sum=a + b)
+
+        def spin(report):
+            while True:
+                pass
+
+        def leave_a_thread(report):
+            threading.Thread(target=time.sleep, args=(30,)).start()
+    """))
+    monkeypatch.setattr(sandbox, "TIME_LIMIT", 2)
+    with sandbox.Sandbox("tester") as box:
+        run = box.run((target, "add"), {"a": 2, "b": 3})
+        assert run.lines == [{"sum": 5}] and run.printed == ["adding"]
+        assert run.cut_short() == "" and run.left_behind() == ""
+        assert box.run((target, "spin"), {}).cut_short(" here") == "did not finish within 2 s (an endless loop?) here"
+        left = box.run((target, "leave_a_thread"), {})
+        assert left.cut_short() == "" and left.left_behind() == "left 1 thread(s) running: end every thread it starts"
+        assert box.run((target, "add"), {"a": 1}).cut_short().startswith("raised TypeError")
+    source = (ROOT / "exercises" / "sandbox.py").read_text()
+    assert not any(name in source for name in ("cases", "EXERCISES", "grade", "student_functions"))
 
 
 def test_sigterm_prints_what_was_not_checked(tmp_path):
