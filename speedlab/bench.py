@@ -438,8 +438,8 @@ def profile_bench(args):
         print(f"| {kind} | {1e3 * step[kind]:.1f} | {100 * step[kind] / sum(step.values()):.0f} % "
               f"| {1e3 * update[1][kind]:.0f} | {100 * update[1][kind] / update[0]:.0f} % |")
     print(f"| total (under the profiler) | {1e3 * (long[0] - one[0]) / steps:.1f} | 100 % | {1e3 * update[0]:.0f} | 100 % |")
-    print("\nUnder torch.profiler the update's fills and casts of vocabulary-sized blocks read several times "
-          "longer than they run: speedlab/update_ops.py times them outside it (docs/benchmarks.md).")
+    print("\nThe whole two-turn update a training step runs, by kind of op: speedlab/update_profile.py "
+          "(docs/benchmarks.md).")
 
 
 # ---------------------------------------------------------------- side by side: ours

@@ -355,7 +355,7 @@ def test_the_layout_the_readme_promises():
     assert direct["grade"] == {"cases", "sandbox"} and {"grade", "sandbox"} <= direct["check"]
 
 
-@pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "speedlab/bench.py",
+@pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "speedlab/bench.py", "speedlab/update_profile.py",
                                     "scripts/planpath_constants.py"])
 def test_tools_run_as_scripts_from_the_root(script):
     """The docs' commands (`python tools/evaluate.py ...`) find the project's modules from tools/."""
