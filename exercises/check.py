@@ -113,8 +113,9 @@ class Checker:
             where = f"\nin the case: {cases[len(steps['cases'])][0]}"
         else:
             where = ""
-        if run.cut_short(where):
-            return run.cut_short(where)
+        early = run.cut_short(where)
+        if early:
+            return early
         if len(steps["cases"]) < len(cases):
             return "stopped before every case was checked (did it change check.py's functions?)"
         return run.left_behind()
