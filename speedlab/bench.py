@@ -31,7 +31,8 @@ example, `<reasoning>` prefilled, as train.py builds them; identical token ids, 
 B questions x G samples of at most L new tokens at temperature 1 (no top-k, no top-p, no stop
 strings), reward = rewards.xml_format_reward, group-normalised advantages, the token-mean
 clipped loss (TRL's loss_type "dapo"), mu = 1, AdamW, M sequences per forward/backward with
-gradient accumulation, bf16 autocast over fp32 weights (fp32 with --fp32 or without native
+gradient accumulation (by default 8 on both sides: TRL's default, and train.py's `auto` on a CPU
+with the memory; the bench took 2 before 2026-11-28, docs/benchmarks.md), bf16 autocast over fp32 weights (fp32 with --fp32 or without native
 bf16, see Precision); step k samples with torch seed k on both sides. Phases:
 
     generate   ours: decode.generate_turn    TRL: GRPOTrainer._generate_single_turn
@@ -791,7 +792,9 @@ def main(argv=None):
     p.add_argument("--model", default=BUNDLED)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--max-completion-length", type=int, default=Args.max_completion_length)
-    p.add_argument("--micro-batch-size", type=int, default=2, help="rows a forward/backward, both sides")
+    p.add_argument("--micro-batch-size", type=int, help="rows a forward/backward, both sides (default 8, TRL's "
+                   "per_device_train_batch_size default and train.py's auto on a CPU with the memory; with --trl "
+                   "the largest of 8, 4, 2, 1 that divides the step's rows)")
     p.add_argument("--sequences", type=int, default=16, help="without --trl: batch_size x num_generations (all rows)")
     p.add_argument("--batch-size", type=int, default=Args.batch_size, help="--trl: questions per step")
     p.add_argument("--num-generations", type=int, default=Args.num_generations, help="--trl: G; --shared-prompt: K")
@@ -809,6 +812,8 @@ def main(argv=None):
     if args.json and not args.trl or args.fp32 and not (args.trl or args.profile):
         p.error("--json goes with --trl; --fp32 with --trl or --profile")
     rows = args.batch_size * args.num_generations
+    if args.micro_batch_size is None:
+        args.micro_batch_size = next(m for m in (8, 4, 2, 1) if not args.trl or rows % m == 0)
     if args.trl and (args.micro_batch_size < 1 or rows % args.micro_batch_size):
         p.error(f"--micro-batch-size {args.micro_batch_size} must divide the step's {rows} rows "
                 "(--batch-size x --num-generations): TRL accumulates whole micro-batches")

@@ -4,11 +4,15 @@ fast.update.policy_update at 8 rows a micro-batch, the shared prompt run once), 
 
     .venv/bin/python speedlab/update_profile.py           # bf16 autocast where native, else fp32
     .venv/bin/python speedlab/update_profile.py --fp32    # fp32 on any CPU
+    .venv/bin/python speedlab/update_profile.py --bench   # the bench's single-turn update instead
 
 It plays the episodes once (train.tool_step, seed 0), runs the update once untimed, twice timed
 (learning rate 0: the weights stay), then once under torch.profiler, and prints each kind's self
-time. speedlab/bench.py --profile breaks down a 2-row micro-batch of the single-turn bench
-instead; this script measures the update a training step runs.
+time. With --bench it takes the single-turn update of speedlab/bench.py --trl instead, as
+speedlab/levers.py's bench workload builds it: two training prompts x 8 rows, each row 64 random
+tokens after its prompt, all trained (the bench's sampled turns end anywhere from 10 to 64 tokens,
+padded to the micro-batch's longest), at the same 8 rows a micro-batch. speedlab/bench.py --profile breaks down a 2-row
+micro-batch of the single-turn bench.
 """
 import argparse
 import collections
@@ -44,13 +48,15 @@ def kind(op):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--fp32", action="store_true", help="autocast off (fp32) also where bf16 is native")
+    p.add_argument("--bench", action="store_true", help="the bench's single-turn update, not the short run's")
     args = p.parse_args(argv)
     bf16 = bf16_ok("cpu") and not args.fp32
     heap.keep_freed_memory("cpu")  # as train.py does
     model, tok = load_model(BUNDLED, "cpu")
-    work = Workload("short run", model, tok, bf16)
+    work = Workload("bench" if args.bench else "short run", model, tok, bf16)
     work.args = dataclasses.replace(work.args, micro_batch_size=8)
-    work.generation()
+    if not args.bench:  # the bench's rows are made up front; the short run's are played
+        work.generation()
     rows = work.samples
     print(f"{'bf16' if bf16 else 'fp32'}; load at start {os.getloadavg()[0]:.2f}; {len(rows)} rows of "
           f"{min(len(s.ids) for s in rows)}-{max(len(s.ids) for s in rows)} tokens, "

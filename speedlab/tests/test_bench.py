@@ -328,6 +328,17 @@ def test_trl_s_micro_batch_must_divide_the_step(rows, capsys):
     assert "must divide the step's 4 rows" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("questions, G, rows", [(2, 8, 8), (3, 2, 2), (1, 4, 4), (5, 3, 1)])
+def test_the_default_micro_batch_is_8_or_the_most_that_divides_the_step(questions, G, rows, monkeypatch):
+    """By default both sides run 8 rows a forward/backward (TRL's per_device_train_batch_size and
+    train.py's auto on a CPU with the memory), or the largest of 4, 2, 1 that divides the step."""
+    seen = []
+    monkeypatch.setattr(bench, "side_by_side", lambda args: seen.append(args.micro_batch_size) or {})
+    monkeypatch.setattr(bench, "keep_freed_memory", lambda device: False)
+    bench.main(["--trl", "--batch-size", str(questions), "--num-generations", str(G)])
+    assert seen == [rows]
+
+
 def test_no_wait_where_no_gpu_is_visible(monkeypatch):
     """A CPU timing in a process whose GPU was used before and is hidden now (a CPU test after a CUDA
     test, under CUDA_VISIBLE_DEVICES=""): torch.cuda.synchronize would fail there
