@@ -26,13 +26,13 @@ CPU, 8192 x 8192 on a GPU), in the same run and in the dtype the phases compute 
 "fp32 matmul peak at start: 612 GFLOP/s"); "% of peak" is relative to it, and the --json line
 carries peak_gflops and peak_dtype.
 
---trl runs the same single-turn GRPO step on both sides: the same search prompts (one-shot
-example, `<reasoning>` prefilled, as train.py builds them; identical token ids, checked),
-B questions x G samples of at most L new tokens at temperature 1 (no top-k, no top-p, no stop
-strings), reward = rewards.xml_format_reward, group-normalised advantages, the token-mean
-clipped loss (TRL's loss_type "dapo"), mu = 1, AdamW, M sequences per forward/backward with
-gradient accumulation (by default 8 on both sides: TRL's default, and train.py's `auto` on a CPU
-with the memory; the bench took 2 before 2026-11-28, docs/benchmarks.md), bf16 autocast over fp32 weights (fp32 with --fp32 or without native
+--trl runs the same single-turn GRPO step on both sides: the same search prompts (one-shot example,
+`<reasoning>` prefilled, as train.py builds them; identical token ids, checked), B questions x G
+samples of at most L new tokens at temperature 1 (no top-k, no top-p, no stop strings), reward =
+rewards.xml_format_reward, group-normalised advantages, the token-mean clipped loss (TRL's loss_type
+"dapo"), mu = 1, AdamW, M sequences per forward/backward with gradient accumulation (by default 8 on
+both sides: TRL's default, and train.py's `auto` on a CPU with the memory; the bench took 2 before
+2026-11-28, docs/benchmarks.md), bf16 autocast over fp32 weights (fp32 with --fp32 or without native
 bf16, see Precision); step k samples with torch seed k on both sides. Phases:
 
     generate   ours: decode.generate_turn    TRL: GRPOTrainer._generate_single_turn

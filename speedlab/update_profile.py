@@ -11,8 +11,8 @@ It plays the episodes once (train.tool_step, seed 0), runs the update once untim
 time. With --bench it takes the single-turn update of speedlab/bench.py --trl instead, as
 speedlab/levers.py's bench workload builds it: two training prompts x 8 rows, each row 64 random
 tokens after its prompt, all trained (the bench's sampled turns end anywhere from 10 to 64 tokens,
-padded to the micro-batch's longest), at the same 8 rows a micro-batch. speedlab/bench.py --profile breaks down a 2-row
-micro-batch of the single-turn bench.
+padded to the micro-batch's longest), at the same 8 rows a micro-batch. speedlab/bench.py --profile
+breaks down a 2-row micro-batch of the single-turn bench.
 """
 import argparse
 import collections
