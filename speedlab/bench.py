@@ -380,25 +380,25 @@ KINDS = (  # what a profiled aten op counts as; the first kind whose test matche
 OUTSIDE = "Python and dispatch between the ops"
 
 
-def profiled(fn):
+def profiled(fn, kinds=KINDS):
     """(wall seconds, {kind: seconds}) of fn() under torch.profiler: each op's self time added to its
-    kind (KINDS), and the wall time the ops leave uncovered as OUTSIDE (profiling slows the Python
-    side, so that share is an upper bound)."""
+    kind (`kinds`, by default KINDS), and the wall time the ops leave uncovered as OUTSIDE (profiling
+    slows the Python side, so that share is an upper bound)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         start = time.perf_counter()
         fn()
         wall = time.perf_counter() - start
-    return wall, by_kind(((event.key, event.self_cpu_time_total / 1e6) for event in prof.key_averages()), wall)
+    return wall, by_kind(((event.key, event.self_cpu_time_total / 1e6) for event in prof.key_averages()), wall, kinds)
 
 
-def by_kind(seconds_per_op, wall):
-    """{kind: seconds} of (op name, seconds) pairs, each op under the first kind of KINDS whose test
+def by_kind(seconds_per_op, wall, kinds=KINDS):
+    """{kind: seconds} of (op name, seconds) pairs, each op under the first of `kinds` whose test
     matches, and the wall time they leave uncovered as OUTSIDE."""
-    kinds = Counter()
+    totals = Counter()
     for name, seconds in seconds_per_op:
-        kinds[next(k for k, test in KINDS if test(name))] += seconds
-    kinds[OUTSIDE] = max(0.0, wall - sum(kinds.values()))
-    return kinds
+        totals[next(k for k, test in kinds if test(name))] += seconds
+    totals[OUTSIDE] = max(0.0, wall - sum(totals.values()))
+    return totals
 
 
 def profile_bench(args):

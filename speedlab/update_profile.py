@@ -15,34 +15,27 @@ padded to the micro-batch's longest), at the same 8 rows a micro-batch. speedlab
 breaks down a 2-row micro-batch of the single-turn bench.
 """
 import argparse
-import collections
 import dataclasses
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
 from fast import heap  # noqa: E402
 from machinery.precision import bf16_ok  # noqa: E402
 from policy import BUNDLED, load_model  # noqa: E402
+from speedlab import bench  # noqa: E402
 from speedlab.levers import Workload  # noqa: E402
 
 MATMULS = {"aten::mm", "aten::addmm", "aten::bmm"}
 VOCABULARY = {"aten::gather", "aten::div", "aten::fill_", "aten::index_copy"}  # with the log-softmax's two
-
-
-def kind(op):
-    """The row of the table an aten op's self time goes to."""
-    if op in MATMULS:
-        return "matmuls"
-    if "scaled_dot_product" in op:
-        return "attention (SDPA, forward and backward)"
-    if "log_softmax" in op or op in VOCABULARY:
-        return "vocabulary-sized: log-softmax and its backward, temperature, gather, zero fills"
-    if op in ("aten::copy_", "aten::_to_copy"):
-        return "casts and copies"
-    return "other ops (elementwise, norms, autograd's own)"
+KINDS = (  # the rows of the table, for bench.profiled: the first kind whose test matches an aten op
+    ("matmuls", lambda op: op in MATMULS),
+    ("attention (SDPA, forward and backward)", lambda op: "scaled_dot_product" in op),
+    ("vocabulary-sized: log-softmax and its backward, temperature, gather, zero fills",
+     lambda op: "log_softmax" in op or op in VOCABULARY),
+    ("casts and copies", lambda op: op in ("aten::copy_", "aten::_to_copy")),
+    ("other ops (elementwise, norms, autograd's own)", lambda op: True),
+)
 
 
 def main(argv=None):
@@ -64,16 +57,13 @@ def main(argv=None):
     work.update()  # warm-up
     timed = [work.update()[0] for _ in range(2)]
     print(f"update, timed twice: {timed[0]:.2f} s, {timed[1]:.2f} s (load {os.getloadavg()[0]:.2f})")
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        work.update()
-    kinds, total = collections.Counter(), 0.0
-    for event in prof.key_averages():
-        total += event.self_cpu_time_total
-        kinds[kind(event.key)] += event.self_cpu_time_total
+    kinds = bench.profiled(work.update, KINDS)[1]
+    del kinds[bench.OUTSIDE]  # the table gives the ops' own time only
+    total = sum(kinds.values())
     print(f"\n| {'bf16' if bf16 else 'fp32'}, one update | s | share |\n|---|---|---|")
-    for name, micros in kinds.most_common():
-        print(f"| {name} | {micros / 1e6:.2f} | {100 * micros / total:.0f} % |")
-    print(f"| total (self time under the profiler) | {total / 1e6:.2f} | 100 % |")
+    for name, seconds in kinds.most_common():
+        print(f"| {name} | {seconds:.2f} | {100 * seconds / total:.0f} % |")
+    print(f"| total (self time under the profiler) | {total:.2f} | 100 % |")
 
 
 if __name__ == "__main__":
