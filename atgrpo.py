@@ -1,5 +1,12 @@
-"""AT-GRPO (Zhao et al. 2025, "Stronger Together: On-Policy RL for Collaborative LLMs",
-arXiv 2510.11062): agent- and turn-wise groups, filled by tree-structured sampling.
+"""AT-GRPO (Zhao et al., arXiv 2510.11062: "Stronger-MAS: Multi-Agent Reinforcement Learning for
+Collaborative LLMs", ICLR 2026; v1 was "Stronger Together: On-Policy RL for Collaborative LLMs"):
+agent- and turn-wise groups, filled by tree-structured sampling.
+
+Where the defaults depart from the paper: each role's team term comes from the state its own answer
+made (`--team-term own`; PettingLLMs adds the executor's to both, `--team-term shared`), and the
+team rewards are this project's (docs/planpath.md, docs/sokoban.md); Sokoban divides by the step's
+reward std (`--scale-rewards batch`), Plan-Path by each group's, the paper's; the update is
+train.py's (one token mean over the step, mu = 1, beta = 0: its first lines say how they depart).
 
 Tree sampling, for every environment e, turn t and agent a (in the workflow's order):
   1. sample K candidates from the one prompt that agent a sees at turn t,
@@ -93,7 +100,8 @@ def tree_rollout(envs, env_ids, sampler, K):
                 groups.append(group)
                 turn.setdefault(i, []).append(group)
         for i, played in turn.items():
-            for group in played[:-1]:  # one number for all K: their advantages and choice stay
+            for group in played[:-1]:  # one number for all K: the choice stays, and so do the
+                # advantages under group scaling; under batch scaling it changes the step's std
                 group.rewards = [r + envs[i].team_share for r in group.rewards]
     return groups, envs
 

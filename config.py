@@ -49,7 +49,8 @@ class Args:
     scale_rewards: str = flag("group", "advantage divisor: group std (the papers), batch std, or none")
     loss_type: str = flag("token", "token: one token mean over the whole step (TRL's dapo); seq: DeepSeekMath eq. 3's mean of each row's token mean")
     alpha: float = flag(1.0, "search: MT-GRPO's alpha, the turn discount of our K-turn form A_k = sum alpha^(l-k) norm(R^T_l) + "
-                               "...; no effect at K = 2 (not AT-GRPO's alpha: --team-alpha)")
+                               "alpha^(K-k) norm(R^O); at K = 2, A_1 = norm(R^T) + alpha * norm(R^O), 1 the paper's form "
+                               "(not AT-GRPO's alpha: --team-alpha)")
     max_grad_norm: float = flag(1.0, "gradient-norm clip")
     micro_batch_size: int = flag(0, "sequences per forward/backward; auto (0): 8, 4, 2 or 1 from the memory free "
                                     "at the start (machinery/micro_batch.py)")

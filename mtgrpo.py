@@ -1,4 +1,5 @@
-"""MT-GRPO advantages (Zeng et al. 2025, arXiv 2505.11821) and the two GRPO baselines.
+"""MT-GRPO advantages (Zeng et al. 2025, arXiv 2505.11821v1, "Reinforcing Multi-Turn Reasoning in
+LLM Agents via Turn-Level Credit Assignment") and the two GRPO baselines.
 
 Turns are numbered k = 1..K as in the paper. `turn_rewards` (groups, G, K-1) holds the turn-level
 rewards R^T_1 .. R^T_{K-1}, `outcome_rewards` (groups, G) the outcome reward R^O of each of the G
@@ -14,14 +15,17 @@ turn k carries A_k.
 For K > 2 turns (train.py --max-calls K-1) this file uses its own extension, not the paper's:
            A_k = sum_{l=k}^{K-1} alpha^(l-k) norm(R^T_l) + alpha^(K-k) norm(R^O)
 each R^T_l normalised over the G independent episodes of the question, which by turn l have reached
-different states. It reduces to the paper's form at K = 2 (any alpha). The authors' code has no
-K-turn estimator: SiliangZeng/Multi-Turn-RL-Agent at 7dbdd08, verifiers/trainers/
+different states. At K = 2 it gives A_1 = norm(R^T) + alpha * norm(R^O), A_2 = norm(R^O): alpha = 1,
+the default, is the paper's form; another alpha weighs the outcome's share of A_1. The authors' code
+has no K-turn estimator: SiliangZeng/Multi-Turn-RL-Agent at 7dbdd08, verifiers/trainers/
 mt_grpo_env_trainer.py lines 151-208, cuts each episode at its first tool result; the tokens before
 get norm(R^O) + norm(R^T), those after (a second call, the answer) norm(R^O), with R^T one number
-per episode. Summaries of the paper's later version (arXiv 2505.11821v2, retitled "...via Turn-Level
-Reward Design") say its K-turn GRPO samples a tree per turn (G^(K-1) episodes), so that turn k is
-compared between siblings of one state, as atgrpo.py does for the games; that text was not
-available to check. docs/cheatsheet.md has the symbols.
+per episode. The paper's later version (arXiv 2505.11821v2, 23 Oct 2025, "...via Turn-Level Reward
+Design", Wei, Zeng et al.) is readable from its beginning only (its abstract and introduction): it
+extends GRPO and PPO with turn-level rewards, verifiable and LLM-as-judge. Its K-turn GRPO form is
+known here from summaries, which say it samples a tree per turn (G^(K-1) episodes) so that turn k
+is compared between siblings of one state, as atgrpo.py does for the games; not checked against its
+text. docs/cheatsheet.md has the symbols.
 """
 import torch
 

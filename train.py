@@ -16,6 +16,15 @@ One training step, in order (tasks.py: each --env is a tool-use task or a game):
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; fast/ by default)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint. Skip
 machinery/ (the run folder, precision) and fast/ (the same step, faster) on first reading.
+
+Where the defaults depart from the papers (docs/reference-code.md has the sources):
+  - the loss is one token mean over the step's trained tokens (TRL's dapo), not DeepSeekMath eq. 3's
+    per-sequence mean (--loss-type seq);
+  - mu = 1 (--num-iterations): the ratio is 1 and the clip inert (MT-GRPO's code trains with mu = 2);
+    beta = 0: no KL, no reference model (as MT-GRPO's script);
+  - search: every model turn starts with the prefill <reasoning> and the prompt holds one worked
+    example (--prefill, --one-shot), neither in the paper; G = 8 (its 21), lr 1e-5 (its 1e-6);
+  - games: atgrpo.py's first lines.
 """
 import dataclasses
 import json
@@ -77,7 +86,10 @@ def tool_step(models, tok, questions, data, args):
     turn_r, outcome_r, log = rewards.score_episodes(envs, task.rubric)
     R_T, R_O = torch.tensor(turn_r).view(-1, G, args.max_calls), torch.tensor(outcome_r).view(-1, G)
     turns = torch.tensor([e.turns for e in envs]).view(-1, G)  # an episode may answer before turn K
-    row = estimators.BY_NAME[args.algo]  # GiGPO's and IGPO's rows need more than the rewards: field.inputs
+    # --algo names a row of estimators.py: "mt" is MT-GRPO's A_k, mtgrpo.turn_advantages(R_T, R_O, "mt",
+    # alpha) (Exercise 2); "or" and "mr" the same function's baselines. GiGPO's and IGPO's rows need more
+    # than the rewards: field.inputs
+    row = estimators.BY_NAME[args.algo]
     extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args, fill_logprobs, task.rubric.tags.answer)
     adv = row.fn(R_T, R_O, turns, args.alpha, args.scale_rewards, **extra).view(len(envs), -1)
     for i, s in enumerate(samples):  # every model token of turn k carries A_k

@@ -1,21 +1,24 @@
 """Checker for the exercises: a table of passed / failed, one row per exercise.
 
-    python exercises/check.py              check every exercise (your ex*.py files)
-    python exercises/check.py 3            check exercise 3 only (several numbers work too)
-    python exercises/check.py --dir PATH   check the ex*.py files of another folder
-    python exercises/check.py --solutions  check the project's own functions (must all pass)
-    python exercises/check.py quiz         check the quiz's numeric answers (quiz_answers.txt
-                                           beside this file, or --answers PATH; docs/quiz.md)
-    python exercises/check.py --handout DIR   write a student's folder (docs/exercises.md)
+    python check.py              check every exercise (your ex*.py files)
+    python check.py 3            check exercise 3 only (several numbers work too)
+    python check.py --dir PATH   check the ex*.py files of another folder
+    python check.py quiz         check the quiz's numeric answers (quiz_answers.txt beside this
+                                 file, or --answers PATH; quiz.md)
+  in the repository only (exercises/check.py; they need the teacher's key, key.py):
+    --solutions                  check the project's own functions (must all pass)
+    --handout DIR                write a student's folder (docs/exercises.md)
+  and the teacher's grading of a class: python exercises/gradebook.py DIR (gradebook.py)
 
 The exit code is 0 when every checked exercise passes, 1 otherwise (2: a usage error, an answers
-file that cannot be read, a handout folder that exists and is not empty). The cases, each with
-its expected numbers worked out by hand, are in cases.py, beside this file: read it when you are
-stuck. Each exercise runs in a worker process of its own for at most sandbox.TIME_LIMIT seconds,
-and check.py compares what came back: an exit, a crash or an endless loop in a student's file
-fails that exercise and the table goes on. It needs Linux or macOS. What the worker runs and how
-its values are compared is in grade.py, how a file is run in isolation in sandbox.py: you do not
-need to read them. The quiz is quiz.py, the handout handout.py.
+file that cannot be read, a handout folder that exists and is not empty). The cases are in
+cases.py, beside this file. Each exercise runs in a worker process of its own for at most
+sandbox.TIME_LIMIT seconds, and check.py compares what came back with the expected values, which
+the worker never sees: the teacher's key (key.py) in the repository, sealed hashes (sealed.json,
+seal.py) in a handout folder. An exit, a crash or an endless loop in a student's file fails that
+exercise and the table goes on. It needs Linux or macOS. What the worker runs and how its values
+are compared is in grade.py, how a file is run in isolation in sandbox.py: you do not need to
+read them. The quiz is quiz.py.
 
 To use the checks from Python: run_check(n, *functions) -> (passed, failure), in your own
 process, and check(n, folder=...) -> (passed, failure), in a worker as above.
@@ -28,13 +31,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the files beside this one, however it is loaded
 import grade  # noqa: E402 (runs an exercise's cases in the worker, and judges what came back)
-import handout  # noqa: E402
 import quiz  # noqa: E402
 import sandbox  # noqa: E402 (runs a function in a worker process of its own, with limits)
 from cases import CASES, EXERCISES  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-GRADE = str(HERE / "grade.py")  # what the worker runs: grade.check_exercise
+SEALED = "sealed.json"  # a handout's sealed expected values (seal.py)
+
+
+# ---------------------------------------------------------------- the expected values
+# They stay in this process: the teacher's key (key.py) where it is beside this file (the
+# repository), else the sealed values a handout holds (sealed.json).
+def has_key(folder=HERE):
+    return (Path(folder) / "key.py").is_file()
+
+
+def expectations(n, folder=HERE):
+    """Exercise n's expectations, one per case: grade.Open from the key, or seal.Sealed."""
+    names = [name for name, _, _ in CASES[n](*[None] * len(EXERCISES[n][2]))]
+    if has_key(folder):
+        import key
+        entries = key.expected(n)
+        if [name for name, _, _ in entries] != names:
+            raise quiz.CheckError(f"key.py's cases of exercise {n} are not cases.py's")
+        return [grade.Open(value, near) for _, value, near in entries]
+    import seal
+    try:
+        return seal.SealedFile(Path(folder) / SEALED).expectations(n, names)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise quiz.CheckError(f"no expected values: neither the teacher's key.py nor a readable "
+                              f"{SEALED} is beside check.py ({type(error).__name__}); ask your "
+                              f"teacher for the handout folder") from None
 
 
 # ---------------------------------------------------------------- running the checks
@@ -45,7 +72,7 @@ def run_check(n, *functions):
     """Run exercise n's cases on the given functions (two for exercise 4: k3_kl, grpo_loss) in
     this process: for functions you trust. Returns (passed, failure) as grade.judge does."""
     cases = CASES[n](*functions)
-    return (grade.judge(n, cases, list(grade.outcomes(cases)))
+    return (grade.judge(n, cases, expectations(n), list(grade.outcomes(cases)))
             or (False, "stopped before every case ran"))
 
 
@@ -57,19 +84,25 @@ def check(n, solutions=False, folder=HERE):
 
 
 class Checker:
-    """One run of check.py: a sandbox (its helper process and files) and the verdicts so far (a
-    note on exercise 2 needs exercise 1's)."""
+    """One student's (or the project's) checks: the verdicts so far (a note on exercise 2 needs
+    exercise 1's), run in a sandbox (its helper process and files; one may be shared), and
+    judged against `expected` (n -> expectations: this folder's key or sealed values by default).
+    `checker` is the folder whose grade.py the workers run."""
 
-    def __init__(self, solutions=False, folder=HERE):
+    def __init__(self, solutions=False, folder=HERE, expected=expectations, checker=HERE, box=None):
         self.solutions, self.folder = solutions, os.path.abspath(folder)
-        self.sandbox = sandbox.Sandbox("check.py", warm=(GRADE, "warm", {"solutions": solutions}))
+        self.expected, self.grade = expected, str(Path(checker) / "grade.py")
+        self.own_box = box is None
+        self.sandbox = box or sandbox.Sandbox(
+            "check.py", warm=(self.grade, "warm", {"solutions": solutions}))
         self.verdicts = {}
 
     def __enter__(self):
         return self
 
     def __exit__(self, *error):
-        self.sandbox.__exit__(*error)
+        if self.own_box:
+            self.sandbox.__exit__(*error)
 
     def check(self, n):
         """(passed, failure, printed) of exercise n. The failure of a file that imports another
@@ -89,14 +122,14 @@ class Checker:
     def run(self, n):
         """Exercise n in a fresh worker: (passed, failure, the other exercises its file imported,
         the last lines it printed)."""
-        run = self.sandbox.run((GRADE, "check_exercise"),
+        run = self.sandbox.run((self.grade, "check_exercise"),
                                dict(n=n, solutions=self.solutions, folder=self.folder))
         if run.problem:
             return False, run.problem, [], run.printed
-        cases = CASES[n](*[None] * len(EXERCISES[n][2]))  # names, inputs, expected values only
+        cases = CASES[n](*[None] * len(EXERCISES[n][2]))  # names and inputs only
         try:
             steps = read_steps(run.lines)
-            passed, failure = grade.judge(n, cases, steps["cases"]) or (False, "")
+            passed, failure = grade.judge(n, cases, self.expected(n), steps["cases"]) or (False, "")
             if not failure:
                 failure = self.unfinished(n, cases, steps, run)
             used = [m for m in steps["used"] if isinstance(m, int) and m in EXERCISES and m != n]
@@ -143,17 +176,23 @@ def main(argv=None):
     if argv[:1] == ["quiz"]:
         return quiz.quiz_main(argv[1:])
     parser = argparse.ArgumentParser(
-        description="Check the exercises (exercises/ex*.py).",
-        epilog="check.py quiz [--answers PATH]: check the quiz's numeric answers (docs/quiz.md)")
+        description="Check the exercises (the ex*.py files beside check.py).",
+        epilog="check.py quiz [--answers PATH]: check the quiz's numeric answers (quiz.md)")
     parser.add_argument("numbers", nargs="*", type=int, help="exercises to check (default: all)")
     parser.add_argument("--solutions", action="store_true",
                         help="check the project's own functions instead of the ex*.py files")
     parser.add_argument("--dir", default=str(HERE), help="folder with the ex*.py files")
     parser.add_argument("--handout", metavar="DIR",
-                        help="write a student's folder DIR (new or empty): stubs, checker, quiz, "
-                             "README with the order")
+                        help="write a student's folder DIR (new or empty): stubs, checker, sealed "
+                             "expected values, quiz, README with the order")
     args = parser.parse_args(argv)
+    teacher = [flag for flag, given in (("--solutions", args.solutions), ("--handout", args.handout))
+               if given]
+    if teacher and not has_key():
+        parser.error(f"{teacher[0]} needs the teacher's key.py beside check.py: run "
+                     f"exercises/check.py in the repository")
     if args.handout is not None:
+        import handout
         return handout.handout_main(args.handout)
     numbers = args.numbers or sorted(EXERCISES)
     unknown = [n for n in numbers if n not in EXERCISES]
@@ -161,6 +200,11 @@ def main(argv=None):
         parser.error(f"no exercise {unknown[0]}: choose from 1 to {len(EXERCISES)}")
     if not hasattr(os, "fork"):
         parser.error("check.py forks a worker per exercise: run it on Linux or macOS (or WSL)")
+    try:
+        expectations(numbers[0])  # a folder with neither the key nor sealed values: one line
+    except quiz.CheckError as error:
+        print(f"check.py: {error}", file=sys.stderr)
+        return 2
     print("checking the project's functions" if args.solutions else f"checking {args.dir}")
     print(f" #  {'topic':<28} result")
     passed, done = 0, []

@@ -23,9 +23,10 @@ def group_norm(r):
     Returns a float tensor of the same shape.
 
     Hints:
-      - mean and std along dim 1, one per row; keepdim=True keeps them broadcastable.
-      - the std is the unbiased one (torch's default, r.std(1, keepdim=True)).
-      - a row of equal rewards gives 0, never NaN; so does G = 1 (torch.std of one value is
-        nan). torch.where(condition, a, b) picks per element.
+      - each row is its own group: one mean and one std per row, kept in a shape that
+        broadcasts against the row.
+      - the std is the unbiased one: it divides by G - 1, not by G.
+      - a row of equal rewards gives 0, never NaN; so does G = 1 (the unbiased std of one value
+        divides by zero). Decide per row, and make sure no NaN reaches the result.
     """
     raise NotImplementedError

@@ -7,8 +7,9 @@ norm is the group normalisation of exercise 1, applied to each reward separately
     GRPO-OR:  A_k = norm(R^O)                        outcome only, the same for every turn
     GRPO-MR:  A_k = norm(sum_l R^T_l + R^O)          merged reward, the same for every turn
     MT-GRPO:  A_k = sum_{l=k}^{K-1} alpha^(l-k) norm(R^T_l) + alpha^(K-k) norm(R^O)
-              (the paper's two turns, K = 2: A_1 = norm(R^T) + norm(R^O), A_2 = norm(R^O);
-              the K-turn form is this project's extension of it, the same at K = 2)
+              (this project's K-turn extension of the paper's two turns; at K = 2,
+              A_1 = norm(R^T) + alpha * norm(R^O) and A_2 = norm(R^O): alpha = 1, the default,
+              is the paper's MT-GRPO, A_1 = norm(R^T) + norm(R^O))
 
 Turn k is credited with its own turn reward and the rewards of the turns after it, each
 discounted by alpha once per turn of distance; the outcome counts as turn K.
@@ -35,7 +36,7 @@ def turn_advantages(turn_rewards, outcome_rewards, algo, alpha=1.0):
         norm(a + b).
       - K = turn_rewards.shape[2] + 1. Check the exponents on K = 3 by hand: A_3 = norm(R^O),
         A_2 = norm(R^T_2) + alpha * norm(R^O).
-      - "or" and "mr" give every turn the same advantage: make a (groups, G, 1) tensor and
-        .repeat(1, 1, K) or .expand(-1, -1, K).clone() it.
+      - "or" and "mr" give every turn the same advantage: one number per sample, copied to each
+        of its K turns.
     """
     raise NotImplementedError

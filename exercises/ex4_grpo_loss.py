@@ -52,12 +52,12 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, beta, eps_low, eps_high, loss
     Returns a scalar tensor.
 
     Hints:
-      - torch.clamp(r, lo, hi) clips; torch.minimum(a, b) is the element-wise min.
+      - the clip and the min act per token, on tensors: no Python loop over tokens is needed.
       - masked tokens (prompt, tool results) count in neither average: neither in the sums nor
         in |o_i|, so divide by the trained tokens, never by T or B * T.
-      - x.sum(1) sums each row: (J * mask).sum(1) and mask.sum(1) give each row's sum and |o_i|.
-      - a row with no trained token has |o_i| = 0: 0 / 0 is NaN, so count at least 1 there.
-      - the objective is maximised, the loss minimised: mind the sign, and of the KL's too.
+      - "seq" needs each row's own sum and its own |o_i| before the mean over rows.
+      - a row with no trained token has |o_i| = 0: it must add 0, not NaN.
+      - the objective is maximised, the loss minimised: mind the sign, and the KL's too.
       - use your k3_kl.
     """
     raise NotImplementedError

@@ -39,7 +39,7 @@ def tree_step(env, env_id, role, candidates):
 
     Hints:
       - one env.copy() per candidate, and keep the copies: one of them is the branch.
-      - max(range(K), key=...) returns the first maximum it meets; so does list.index(max(...)).
+      - on equal rewards the lowest index wins: check what your argmax does on a tie.
       - read env.turn from env, not from a copy that has already acted.
     """
     raise NotImplementedError

@@ -23,10 +23,10 @@ def exact_match_reward(completion, answers):
     Returns a float.
 
     Hints:
-      - re.search(r"<answer>(.*?)</answer>", text, re.DOTALL): the answer may span lines, and
-        .*? stops at the first closing tag.
-      - only "assistant" messages hold the model's answers; walk them from the last one back.
-      - "Paris, France" is not "Paris": compare with ==, not `in`.
+      - an answer may span several lines, and it ends at the first closing tag after it.
+      - only "assistant" messages hold the model's answers; the last one that has an answer
+        counts.
+      - "Paris, France" is not "Paris": the whole answer must equal an alias, not contain it.
       - a blank answer never matches, not even a blank alias.
     """
     raise NotImplementedError

@@ -25,8 +25,8 @@ def bm25_scores(query_terms, doc_terms, k1=1.5, b=0.75):
     Returns a list of N floats: 0.0 for a document that contains no query term.
 
     Hints:
-      - set(query_terms): a term asked twice counts once.
-      - n(t) counts documents, not occurrences; doc.count(t) gives tf.
-      - math.log is the natural log.
+      - a term asked twice counts once.
+      - n(t) counts the documents that hold t, not its occurrences; tf counts them in one document.
+      - the log is the natural log.
     """
     raise NotImplementedError

@@ -1,9 +1,11 @@
 """How one exercise is graded: in the worker, its cases run on the student's functions and what
 they return goes to the report as plain data; in check.py, those values are compared with the
-expected ones. sandbox.py runs check_exercise in a worker process of its own.
+expected ones, which never enter the worker (the teacher's key, key.py, or a handout's sealed
+values, seal.py). sandbox.py runs check_exercise in a worker process of its own.
 
 A student does not need to read this file: the cases are in cases.py. It imports cases.py (what
-to check) and sandbox.py (describe, one line for an exception); check.py imports it.
+to check) and sandbox.py (describe, one line for an exception), and key.py only for --solutions;
+check.py imports it.
 """
 import importlib.util
 import json
@@ -12,10 +14,8 @@ import traceback
 import warnings
 from pathlib import Path
 
-from cases import CASES, EXERCISES, SOLUTIONS
+from cases import CASES, EXERCISES, WITHOUT_TORCH
 from sandbox import describe, one_line
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # ------------------------------------------------ comparing (in check.py, on plain data only)
@@ -46,6 +46,23 @@ def show(x, limit=100):
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+class Open:
+    """One case's expectation in the clear (the teacher's key): matches(got) within close()'s
+    tolerance, notes(got) of the known wrong answers got matches, shown() for a failure."""
+
+    def __init__(self, value, near=()):
+        self.value, self.near = value, list(near)
+
+    def matches(self, got):
+        return close(got, self.value)
+
+    def notes(self, got):
+        return [note for value, note in self.near if close(got, value)]
+
+    def shown(self):
+        return show(self.value)
+
+
 class Shown:
     """A returned value that is not plain data (a dict, a FakeEnv...): only its repr crosses
     from the worker. It prints as that repr and equals no expected value."""
@@ -70,13 +87,13 @@ def unplain(data, depth=0):
     return data
 
 
-def judge(n, cases, results):
-    """(passed, failure) of exercise n from its results, one per case in order (see outcome).
-    failure is "" when every case passes, else the first failing case as lines: its name, its
-    input, what was expected and what came back. None when the results end before a failing
-    case: the worker stopped, and the caller says why."""
-    for i, (case, result) in enumerate(zip(cases, results)):
-        name, _, inputs, expected = case[:4]
+def judge(n, cases, expected, results):
+    """(passed, failure) of exercise n from its results, one per case in order (see outcome), and
+    its expectations (Open or seal.Sealed), one per case. failure is "" when every case passes,
+    else the first failing case as lines: its name, its input, what was expected and what came
+    back. None when the results end before a failing case: the worker stopped, and the caller
+    says why."""
+    for i, ((name, _, inputs), expectation, result) in enumerate(zip(cases, expected, results)):
         if "missing" in result:  # NotImplementedError
             other = result["missing"]
             if (other != EXERCISES[n][1]
@@ -84,35 +101,30 @@ def judge(n, cases, results):
                 return False, f"needs {other} first: it is not implemented yet"  # ex2 calling ex1
             return False, "not implemented yet" if i == 0 else f"{name}: not implemented yet"
         if "raised" in result:
-            return False, failure(name, inputs, expected, one_line(result["raised"]))
+            return False, failure(name, inputs, expectation, one_line(result["raised"]))
         got = unplain(result.get("got"))
-        if not close(got, expected):
-            return False, failure(name, inputs, expected, show(got), near_misses(case, got))
+        if not expectation.matches(got):
+            return False, failure(name, inputs, expectation, show(got), expectation.notes(got))
     return (True, "") if len(results) >= len(cases) else None
 
 
-def near_misses(case, got):
-    """The notes of a case's known wrong answers that got matches: a case may end with a list of
-    (wrong value, what that value is) after its expected value."""
-    return [note for value, note in (case[4] if len(case) > 4 else ()) if close(got, value)]
-
-
-def failure(name, inputs, expected, got, notes=()):
+def failure(name, inputs, expectation, got, notes=()):
     """The lines that report a failing case (lists of numbers went in as float64 tensors), and a
     note for each known wrong answer that came back."""
     given = ", ".join(f"{key}={show(value, 300)}" for key, value in inputs.items())
-    return "\n".join([name, f"input:    {given}", f"expected: {show(expected)}",
+    return "\n".join([name, f"input:    {given}", f"expected: {expectation.shown()}",
                       f"got:      {got}"] + [f"note: {note}" for note in notes])
 
 
 # ------------------------------------------------ running the cases (in the worker)
 def outcomes(cases):
-    """What the functions return on each case (see outcome), up to the first case that fails."""
-    for name, run, inputs, expected, *_ in cases:
+    """What the functions return on each case (see outcome), up to the first one that raises.
+    The worker does not know the expected values: it reports every case, and check.py judges
+    them in order, up to the first failure."""
+    for name, run, inputs in cases:
         result = outcome(run, inputs)
         yield result
-        # stop at the first failure (it is what the student needs); the checker judges again
-        if "got" not in result or not close(unplain(result["got"]), expected):
+        if "got" not in result:
             return
 
 
@@ -185,9 +197,8 @@ def student_functions(n, folder):
 
 
 def project_functions(n):
-    """The project's own functions for exercise n (--solutions)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
+    """The project's own functions for exercise n (--solutions: the teacher's key.py has them)."""
+    from key import SOLUTIONS
     return SOLUTIONS[n]()
 
 
@@ -200,6 +211,13 @@ def exercises_used_by(n):
 def check_exercise(report, n, solutions, folder):
     """The worker's checks of exercise n (sandbox.py calls it in the worker): load the functions,
     then one report line per case."""
+    if n not in WITHOUT_TORCH:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            others = " and ".join(map(str, sorted(WITHOUT_TORCH)))
+            report.write(stop=f"needs PyTorch (pip install torch); exercises {others} run without it")
+            return
     try:
         functions = project_functions(n) if solutions else student_functions(n, Path(folder))
     except Exception as error:
@@ -215,5 +233,5 @@ def warm(solutions):
     """The helper's warm-up (once, before its first worker): for --solutions, the project's
     modules, so that no worker pays their import."""
     if solutions:
-        for n in SOLUTIONS:
+        for n in EXERCISES:
             project_functions(n)

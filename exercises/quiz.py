@@ -1,23 +1,17 @@
-"""The quiz's numeric answers (docs/quiz.md): the questions, their expected values computed with
-the project's own functions, and `check.py quiz`, which checks a student's answers file."""
+"""The quiz's numeric answers (docs/quiz.md): the questions and `check.py quiz`, which checks a
+student's answers file against the teacher's key (key.py, the project's own functions) where it
+is beside this file, or against the sealed answers of a handout folder (sealed.json, seal.py)."""
 import argparse
-import json
-import math
 import re
 import sys
 from fractions import Fraction
 from pathlib import Path
 
-from cases import ex4_solution, t64
-
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent  # the repository, when this file is in its exercises/ folder
 
 
 # ---------------------------------------------------------------- the quiz (docs/quiz.md)
-# Each numeric answer of the quiz: (its id in docs/quiz.md, what it asks). quiz_expected()
-# computes the answers with the project's own functions (project_quiz_answers), or, in a handout
-# folder without the project, reads the ones --handout computed (quiz_expected.json).
+# Each numeric answer of the quiz: (its id in docs/quiz.md, what it asks).
 QUIZ = [
     ("1", "equal rewards [0.5 x 4]: each advantage"),
     ("2a", "GRPO-MR: A_2 of sample 1"),
@@ -35,112 +29,36 @@ QUIZ = [
     ("10", "rewards [10, 11]: advantage of sample 2"),
 ]
 QUIZ_ANSWERS = "quiz_answers.txt"  # the student's answers, beside check.py
-QUIZ_EXPECTED = "quiz_expected.json"  # a handout's expected answers, beside check.py
 QUIZ_FORMAT = '"question: number", e.g. "1: 0.25" or "1: -2/3"'
 
 
 class CheckError(Exception):
     """What check.py reports in one line, with exit code 2: a quiz answers file it cannot read,
-    no way to compute the quiz's answers, a handout folder it will not write."""
+    no expected values to check against, a handout folder it will not write."""
 
 
-class QuizLevel:
-    """Question 3's environment for atgrpo.tree_rollout: two agents, three turns, reward = the
-    number in the text; nothing else."""
-    roles = ("planner", "executor")
-    team_share = 0.0  # no shared team term
-
-    def __init__(self, turn=0):
-        self.turn = turn
-
-    @property
-    def done(self):
-        return self.turn >= 3
-
-    def copy(self):
-        return QuizLevel(self.turn)
-
-    def messages(self, role):
-        return [{"role": "user", "content": f"turn {self.turn + 1}, {role}"}]
-
-    def act(self, role, text):
-        self.turn += role == self.roles[-1]  # a turn ends once every agent has acted
-        return float(text)
-
-
-def project_quiz_answers():
-    """Every numeric answer of the quiz, {id: value}, from the project's own functions."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import torch
-
-    import atgrpo
-    import loss
-    import mtgrpo
-    _, grpo_loss = ex4_solution()
-
-    def norm(rows):
-        return mtgrpo.group_norm(t64(rows))
-
-    def loss_at_ratio_1(adv, mask, loss_type="token"):
-        logp = torch.zeros_like(t64(adv))
-        return grpo_loss(logp, logp, logp, t64(adv), t64(mask), 0.0, 0.2, 0.2, loss_type).item()
-
-    def second_turn_adv(algo):  # R^T = [1, 0], R^O = [1, 1]: A_2 of sample 1
-        return mtgrpo.turn_advantages([[[1.0], [0.0]]], [[1.0, 1.0]], algo)[0, 0, 1].item()
-
-    def sampler(role, message_lists):  # K = 4 candidates per prompt, rewards 0, 1, 2, 0, ...
-        return [([1], [2], str(j % 3)) for j in range(len(message_lists))]
-
-    groups, _ = atgrpo.tree_rollout([QuizLevel() for _ in range(4)], [0, 1, 2, 3], sampler, K=4)
-    logp = torch.randn(3, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    old = logp.detach()  # mu = 1: pi_old is the policy itself (loss.accumulate)
-    # prompt 2 tokens | turn 1 (model) 4 | tool result 3 | turn 2 (model) 2;  A_1 = 1, A_2 = -0.5
-    adv7, mask7 = mtgrpo.token_advantages([0] * 2 + [1] * 4 + [0] * 3 + [2] * 2, [1.0, -0.5])
-    rows5 = ([[2.0, 2.0, 2.0], [-1.0, 0.0, 0.0]], [[1, 1, 1], [1, 0, 0]])  # 3 and 1 trained tokens
-    ratio_15 = torch.tensor([math.log(1.5)], dtype=torch.float64)
-    term9, _ = loss.clipped_surrogate(ratio_15, torch.zeros(1, dtype=torch.float64),
-                                      torch.ones(1, dtype=torch.float64), 0.2, 0.2)
-    answers = {
-        "1": norm([[0.5] * 4])[0, 0].item(),
-        "2a": second_turn_adv("mr"),
-        "2b": second_turn_adv("mt"),
-        "3": len({g.key for g in groups}),
-        "4": torch.exp(logp - old).mean().item(),
-        "5a": loss_at_ratio_1(*rows5),
-        "5b": loss_at_ratio_1(*rows5, loss_type="seq"),
-        "6a": loss.k3_kl(t64([-1.3]), t64([-1.3])).item(),
-        "6b": loss.k3_kl(t64([math.log(0.5)]), t64([math.log(0.25)])).item(),
-        "7a": sum(mask7),
-        "7b": loss_at_ratio_1([adv7], [mask7]),
-        "8": norm([[5.0]])[0, 0].item(),
-        "9": term9.item(),
-        "10": norm([[10.0, 11.0]])[0, 1].item(),
-    }
-    return {key: float(value) for key, value in answers.items()}
-
-
-def project_here():
-    """The project's code is in the folder above this one (check.py in the repository)."""
-    return all((ROOT / name).is_file() for name in ("mtgrpo.py", "loss.py", "atgrpo.py"))
-
-
-def quiz_expected():
-    """{id: expected value}: computed with the project's functions where the project is, else
-    the values a handout saved beside this file."""
-    if project_here():
-        return project_quiz_answers()
+def quiz_checker(folder=HERE):
+    """right(id, number) -> bool: against the key's answers (three decimals are enough) or the
+    sealed ones; CheckError when neither is beside check.py."""
+    if (folder / "key.py").is_file():
+        import key
+        expected = key.quiz_answers()
+        return lambda k, got: quiz_right(got, expected[k])
+    import seal
     try:
-        saved = json.loads((HERE / QUIZ_EXPECTED).read_text())
-        return {key: float(saved[key]) for key, _ in QUIZ}
-    except (OSError, ValueError, KeyError, TypeError):
-        raise CheckError(f"the expected answers need the project's code (run check.py in the "
-                        f"repository) or the {QUIZ_EXPECTED} that --handout writes") from None
+        sealed = seal.SealedFile(folder / "sealed.json")
+        assert all(isinstance(sealed.quiz[k], list) for k, _ in QUIZ)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        raise CheckError("the quiz's answers need the teacher's key.py (in the repository) or the "
+                         "sealed.json of a handout folder beside check.py") from None
+    return sealed.quiz_right
 
 
 def quiz_right(got, expected):
-    """Three decimals are enough: rounded or cut, either passes."""
-    return abs(got - expected) <= 1e-3 * (1 + abs(expected))
+    """Three decimals are enough: got, rounded to three, is the expected value rounded or cut to
+    three (the same rule as the sealed answers', seal.quiz_texts)."""
+    import seal
+    return seal.text(got, seal.QUIZ_DECIMALS) in seal.quiz_texts(expected)
 
 
 def read_quiz_answers(path):
@@ -151,6 +69,11 @@ def read_quiz_answers(path):
     except (OSError, UnicodeDecodeError) as error:
         raise CheckError(f"cannot read the answers file {path} ({type(error).__name__}): write "
                         f"one answer a line, {QUIZ_FORMAT} (docs/quiz.md)") from None
+    return parse_quiz_answers(text, path)
+
+
+def parse_quiz_answers(text, path):
+    """read_quiz_answers on a file's text; path names the file in the errors."""
     ids, answers, where = [key for key, _ in QUIZ], {}, {}
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -195,7 +118,7 @@ def quiz_main(argv):
     args = parser.parse_args(argv)
     try:
         answers = read_quiz_answers(args.answers)
-        expected = quiz_expected()
+        right_answer = quiz_checker()
     except CheckError as error:
         print(f"check.py quiz: {error}", file=sys.stderr)
         return 2
@@ -204,7 +127,7 @@ def quiz_main(argv):
     right = 0
     for key, label in QUIZ:
         got = answers.get(key)
-        ok = got is not None and quiz_right(got, expected[key])
+        ok = got is not None and right_answer(key, got)
         right += ok
         result = "no answer" if got is None else "right" if ok else f"wrong (you wrote {got:g})"
         print(f" {key:<4} {label:<40} {result}")

@@ -130,7 +130,10 @@ def serve(warm):
     request from the caller fork a worker, send its pid, wait for it and send its exit code. It
     runs no untrusted code itself, so every worker starts from the same clean state."""
     guard()
-    import torch  # noqa: F401  (the 1-2 s import, paid once instead of once per run)
+    try:
+        import torch  # noqa: F401  (the 1-2 s import, paid once instead of once per run)
+    except ImportError:  # code that needs no torch still runs
+        pass
     if warm:
         path, name, arguments = warm
         load(path, name)(**arguments)
@@ -270,13 +273,16 @@ def group_alive(pid):
 
 
 class Helper:
-    """The caller's end of the helper process (see serve)."""
+    """The caller's end of the helper process (see serve), started from `script` (this file, or
+    a copy of it: the folder of the script is the first on the helper's sys.path, and its
+    working directory)."""
 
-    def __init__(self, user, warm):
+    def __init__(self, user, warm, script=None):
         self.user = user
-        command = [sys.executable, str(Path(__file__).resolve()), HELPER, json.dumps(warm)]
+        script = Path(script or __file__).resolve()
+        command = [sys.executable, str(script), HELPER, json.dumps(warm)]
         # a session of its own: Ctrl-C in the terminal reaches the caller only, which cleans up
-        self.process = subprocess.Popen(command,
+        self.process = subprocess.Popen(command, cwd=script.parent,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         start_new_session=True)
         self.lines = Lines(self.process.stdout.fileno())
@@ -373,10 +379,11 @@ class Run:
 class Sandbox:
     """The caller's side: a helper process (started by the first run, again after one killed
     it) and a folder for the workers' files, both gone when the `with` block ends. user names the
-    caller in the messages ("check.py"); warm: (file, function, arguments) the helper calls once."""
+    caller in the messages ("check.py"); warm: (file, function, arguments) the helper calls once;
+    script: the copy of this file the helper runs (this file by default)."""
 
-    def __init__(self, user, warm=None):
-        self.user, self.warm = user, warm
+    def __init__(self, user, warm=None, script=None):
+        self.user, self.warm, self.script = user, warm, script
         self.files = None  # made by the first run (a full disk is reported there)
         self.helper = None
 
@@ -453,7 +460,7 @@ class Sandbox:
                 return self.helper.fork(request)
             except (OSError, EOFError, ValueError):  # gone since the last worker
                 self.drop_helper()
-        self.helper = Helper(self.user, self.warm)
+        self.helper = Helper(self.user, self.warm, self.script)
         return self.helper.fork(request)
 
     def drop_helper(self):

@@ -352,7 +352,10 @@ def test_the_layout_the_readme_promises():
     direct = {name: {i.split(".")[0] for i in project_imports(path)} & set(checker) for name, path in checker.items()}
     assert [name for name in checker if name in reach(name)] == []
     assert direct["cases"] == set() and direct["sandbox"] == set()  # the sandbox knows no exercise
-    assert direct["grade"] == {"cases", "sandbox"} and {"grade", "sandbox"} <= direct["check"]
+    assert direct["grade"] == {"cases", "sandbox", "key"} and {"grade", "sandbox"} <= direct["check"]
+    # the key stays with the teacher: no file a handout ships imports it at its top (grade.py only
+    # in project_functions, for --solutions), and nothing imports the teacher's gradebook
+    assert not any("gradebook" in imports for imports in direct.values())
 
 
 @pytest.mark.parametrize("script", ["tools/evaluate.py", "tools/show.py", "tools/compare.py", "tools/credit.py", "speedlab/bench.py", "speedlab/update_profile.py",

@@ -7,7 +7,6 @@ exercise.
 A wrong answer is a correct answer below with one mistake a student could make (a text
 replacement), written to a temporary ex*.py file and loaded the way grade.py loads a student's.
 """
-import json
 import os
 import shutil
 import signal
@@ -27,6 +26,7 @@ import cases  # noqa: E402
 import check  # noqa: E402
 import grade  # noqa: E402
 import handout  # noqa: E402
+import key  # noqa: E402
 import quiz  # noqa: E402
 import sandbox  # noqa: E402
 
@@ -284,10 +284,10 @@ def test_the_two_averages_agree_on_one_row_and_differ_on_rows_of_5_and_1():
     """The cases' hand values against loss.py's own weights: loss.accumulate's per-token weights
     are 1/|T| (token) and 1/(|o_i| G) (seq), 0 on masked tokens, a fully masked row included."""
     mask = cases.t64([[1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [0, 0, 0, 0, 0]])
-    assert cases.step_weights(mask, "token").tolist() == [[1 / 6] * 5, [1 / 6, 0, 0, 0, 0], [0] * 5]
-    assert cases.step_weights(mask, "seq").tolist() == [[1 / 15] * 5, [1 / 3, 0, 0, 0, 0], [0] * 5]
+    assert key.step_weights(mask, "token").tolist() == [[1 / 6] * 5, [1 / 6, 0, 0, 0, 0], [0] * 5]
+    assert key.step_weights(mask, "seq").tolist() == [[1 / 15] * 5, [1 / 3, 0, 0, 0, 0], [0] * 5]
     one = cases.t64([[1, 1, 0]])
-    assert cases.step_weights(one, "token").tolist() == cases.step_weights(one, "seq").tolist()
+    assert key.step_weights(one, "token").tolist() == key.step_weights(one, "seq").tolist()
 
 
 def test_each_exercise_mirrors_the_file_said_to_solve_it():
@@ -756,7 +756,7 @@ QUIZ_MD = ROOT / "docs" / "quiz.md"
 
 @pytest.fixture(scope="module")
 def quiz_expected():
-    return quiz.quiz_expected()
+    return key.quiz_answers()
 
 
 def run_quiz(argv, capsys):
@@ -844,7 +844,7 @@ def test_handout_writes_a_folder_a_student_can_check_from(tmp_path, right_folder
     assert check.main(["--handout", str(folder)]) == 0
     stubs = [filename for _, filename, _ in cases.EXERCISES.values()]
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        stubs + list(handout.FILES) + ["quiz.md", "quiz_answers.txt", "quiz_expected.json", "README.md"])
+        stubs + list(handout.FILES) + ["quiz.md", "quiz_answers.txt", "sealed.json", "README.md"])
     for name in stubs + list(handout.FILES):
         assert (folder / name).read_text() == (ROOT / "exercises" / name).read_text()
     quiz_md = (folder / "quiz.md").read_text()
@@ -860,13 +860,11 @@ def test_handout_writes_a_folder_a_student_can_check_from(tmp_path, right_folder
     assert p.returncode == 1 and p.stdout.splitlines()[1:] == [
         " #  topic                        result", " 1  group normalisation          passed",
         " 3  token advantages and mask    failed: not implemented yet", "1/2 passed"], p.stdout + p.stderr
-    # the quiz, without the project beside it: the numbers --handout saved
-    saved = json.loads((folder / "quiz_expected.json").read_text())
-    assert saved == pytest.approx(quiz.quiz_expected())
-    (folder / "quiz_answers.txt").write_text("".join(f"{key}: {value:.3f}\n" for key, value in saved.items()))
+    # the quiz, without the project beside it: against the sealed answers
+    (folder / "quiz_answers.txt").write_text("".join(f"{k}: {v:.3f}\n" for k, v in key.quiz_answers().items()))
     p = subprocess.run([sys.executable, str(folder / "check.py"), "quiz"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60)
-    assert p.returncode == 0 and p.stdout.splitlines()[-1] == f"{len(saved)}/{len(saved)} right", p.stdout + p.stderr
+    assert p.returncode == 0 and p.stdout.splitlines()[-1] == f"{len(quiz.QUIZ)}/{len(quiz.QUIZ)} right", p.stdout + p.stderr
 
 
 def test_handout_refuses_a_folder_that_is_not_empty(tmp_path, capsys):

@@ -108,3 +108,51 @@ def test_an_episode_without_a_tool_result_keeps_the_turn_level_form():
     A = turn_advantages(torch.tensor([[[0.7], [0.0]]]), torch.tensor([[1.0, 0.5]]), "mt")
     adv, mask = token_advantages([0, 0, 1, 1], A[0, 1].tolist())  # prompt, then b's turn-1 tokens
     assert adv == pytest.approx([0, 0, -1.413871, -1.413871], abs=1e-6) and mask == [0, 0, 1, 1]
+
+
+def test_alpha_at_two_turns_weighs_the_outcome_in_the_first_turn_and_every_text_says_so():
+    """At K = 2 the K-turn form gives A_1 = norm(R^T) + alpha * norm(R^O), A_2 = norm(R^O): alpha
+    is not inert there. The docstring, the --alpha help, exercise 2 and the cheat sheet say so, and
+    none says it has no effect at K = 2."""
+    from pathlib import Path
+
+    import config
+    import mtgrpo
+    R_T, R_O = [[[1.0], [2.0], [3.0]]], [[0.0, 0.0, 3.0]]
+    half = turn_advantages(R_T, R_O, "mt", alpha=0.5)
+    norm_T, norm_O = group_norm(torch.tensor([[1.0, 2.0, 3.0]])), group_norm(torch.tensor([[0.0, 0.0, 3.0]]))
+    close(half[..., 0], norm_T + 0.5 * norm_O)
+    close(half[..., 1], norm_O)
+    close(half[0, :, 0], [-N1 - 0.288658, -0.288658, N1 + 0.577317])  # by hand: norm([0, 0, 3]) / 2
+    assert not torch.allclose(half, turn_advantages(R_T, R_O, "mt", alpha=1.0))
+    root = Path(__file__).resolve().parent.parent
+    import dataclasses
+    help_text = next(f.metadata["help"] for f in dataclasses.fields(config.Args) if f.name == "alpha")
+    texts = {"mtgrpo.py": mtgrpo.__doc__, "--alpha": help_text,
+             "ex2": (root / "exercises" / "ex2_turn_advantages.py").read_text()}
+    for where, text in texts.items():
+        flat = " ".join(text.split())
+        assert "A_1 = norm(R^T) + alpha * norm(R^O)" in flat and "K = 2" in flat, where
+    sheet = " ".join((root / "docs" / "cheatsheet.md").read_text().split())
+    assert "A_1 = norm(R^T) + α·norm(R^O)" in sheet
+    slides = " ".join((root / "lecture" / "slides.md").read_text().split())
+    assert "at $K = 2$: $A_1 = \\mathrm{norm}(R^T) + \\alpha\\,\\mathrm{norm}(R^O)$" in slides
+    for where, text in {**texts, "cheat sheet": sheet, "slides": slides}.items():
+        flat = " ".join(text.split())
+        assert not any(s in flat for s in ("any alpha", "no effect at K = 2", "the same at K = 2",
+                                           "equals MT-GRPO at $K = 2$", "it is exactly MT-GRPO")), where
+
+
+def test_the_quiz_keys_cancelling_pair_gives_the_search_turns_zero():
+    """docs/quiz.md's answer to question 2: a good search with a wrong answer and a bad search with a
+    right answer (R^T = [1, 0], R^O = [0, 1]) merge to the same GRPO-MR reward, and MT-GRPO's search
+    turns get A_1 = 0 too (norm(R^T) and norm(R^O) cancel); only the answer turns are separated."""
+    from pathlib import Path
+    mt = turn_advantages([[[1.0], [0.0]]], [[0.0, 1.0]], "mt")
+    close(mt[0, :, 0], [0.0, 0.0])
+    close(mt[0, :, 1], [-0.707007, 0.707007])
+    close(turn_advantages([[[1.0], [0.0]]], [[0.0, 1.0]], "mr"), [[[0.0, 0.0], [0.0, 0.0]]])
+    key = " ".join((Path(__file__).resolve().parent.parent / "docs" / "quiz.md").read_text()
+                   .split("## Answer key")[1].split())
+    assert "Its search turns, though, get A_1 = 0 in that pair as well" in key
+    assert "A_2 = −0.707 and +0.707" in key

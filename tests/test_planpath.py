@@ -4,6 +4,7 @@ their fixed answers. env_planpath.py, the task: the team reward, the two-role ta
 played through atgrpo.py and the evaluation with scripted policies."""
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 from conftest import full_args
@@ -79,7 +80,7 @@ def test_the_shared_team_term_waits_for_the_executor():
 
 def test_the_shared_team_term_reaches_the_planners_groups():
     """Through atgrpo: in the tree every planner candidate gets the turn's one team term (their
-    advantages and the chosen one stay); in the trajectories each planner answer gets its own
+    advantages, under group scaling, and the chosen one stay); in the trajectories each planner answer gets its own
     trajectory's. Scripted: the planner proposes D, R, U, L; the executor D, D, R, R."""
     answers = {"planner": "DRUL", "executor": "DDRR"}
 
@@ -382,3 +383,31 @@ def test_the_public_prompts_fit_the_bundled_context(tokenizer):
         args = dataclasses.replace(ARGS, max_turns=turns, moves_per_turn=moves, levels="public")
         n = len(prompt_ids(tokenizer, longest_messages(pp.make_tasks([10 ** 9 + i for i in range(64)], args)), "<answer>"))
         assert n + new < 2048, (turns, moves, n)
+
+
+def test_the_shared_team_term_keeps_the_advantages_only_under_group_scaling():
+    """Two planner groups get shared terms (+1.99 and -1.0) on top of their local rewards. Under
+    group scaling their advantages are the local rewards'; under batch scaling (Sokoban's default)
+    the terms change the std of all the step's rewards, which divides every advantage, the
+    executor's included. The docs that state it say both."""
+    local = [[0.99, -0.10, -0.10, -0.10], [0.5, 0.0, 1.0, 0.0]]
+    executor = [1.5, 0.2, -0.3, 0.9]
+    shared = [[r + 1.99 for r in local[0]], [r - 1.0 for r in local[1]]]
+
+    def advantages(planners, scale):
+        groups = [atgrpo.Group((e, "planner", 1), [], rewards, 0) for e, rewards in enumerate(planners)]
+        return sum(atgrpo.tree_advantages(groups + [atgrpo.Group((0, "executor", 1), [], executor, 0)], scale), [])
+
+    assert advantages(shared, "group") == pytest.approx(advantages(local, "group"))
+    by_batch, by_batch_shared = advantages(local, "batch"), advantages(shared, "batch")
+    assert by_batch_shared[:8] != pytest.approx(by_batch[:8]) and by_batch_shared[8:] != pytest.approx(by_batch[8:])
+    ratio = by_batch_shared[8] / by_batch[8]  # the executor's: one factor, the ratio of the two batch stds
+    assert by_batch_shared[8:] == pytest.approx([a * ratio for a in by_batch[8:]]) and ratio != pytest.approx(1)
+    root = Path(__file__).resolve().parent.parent
+    assert "Under `--scale-rewards batch` (Sokoban's default) it does" in " ".join((root / "docs" / "planpath.md").read_text().split())
+    assert "under batch scaling it changes the step's std" in " ".join((root / "atgrpo.py").read_text().replace("#", "").split())
+    sheet = " ".join((root / "docs" / "cheatsheet.md").read_text().split())
+    assert "under `batch`" in sheet and "the executor's included" in sheet
+    slides = " ".join((root / "lecture" / "slides.md").read_text().split())
+    assert "under batch scaling, Sokoban's default, it changes the step's reward std" in slides
+    assert "so the planner's advantages are its local rewards' alone" not in slides
