@@ -24,6 +24,7 @@ To use the checks from Python: run_check(n, *functions) -> (passed, failure), in
 process, and check(n, folder=...) -> (passed, failure), in a worker as above.
 """
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -46,8 +47,10 @@ def has_key(folder=HERE):
     return (Path(folder) / "key.py").is_file()
 
 
+@functools.lru_cache(maxsize=None)
 def expectations(n, folder=HERE):
-    """Exercise n's expectations, one per case: grade.Open from the key, or seal.Sealed."""
+    """Exercise n's expectations, one per case: grade.Open from the key, or seal.Sealed (read
+    once: main's first check and each exercise's verdict share them)."""
     names = [name for name, _, _ in CASES[n](*[None] * len(EXERCISES[n][2]))]
     if has_key(folder):
         import key
@@ -89,13 +92,14 @@ class Checker:
     judged against `expected` (n -> expectations: this folder's key or sealed values by default).
     `checker` is the folder whose grade.py the workers run."""
 
-    def __init__(self, solutions=False, folder=HERE, expected=expectations, checker=HERE, box=None):
+    def __init__(self, solutions=False, folder=HERE, expected=expectations, checker=HERE, box=None,
+                 verdicts=None):
         self.solutions, self.folder = solutions, os.path.abspath(folder)
         self.expected, self.grade = expected, str(Path(checker) / "grade.py")
         self.own_box = box is None
         self.sandbox = box or sandbox.Sandbox(
             "check.py", warm=(self.grade, "warm", {"solutions": solutions}))
-        self.verdicts = {}
+        self.verdicts = {} if verdicts is None else verdicts  # n -> verdict; a caller may share them
 
     def __enter__(self):
         return self

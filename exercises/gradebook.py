@@ -133,9 +133,8 @@ class Grader:
                 for name, data in student.files.items():
                     (folder / name).write_bytes(data)
                 checker = check.Checker(folder=folder, expected=self.expected.__getitem__,
-                                        checker=self.copy, box=self.box)
-                checker.verdicts = verdicts  # exercise 2's note reads exercise 1's verdict
-                passed, failure, _ = checker.check(n)
+                                        checker=self.copy, box=self.box, verdicts=verdicts)
+                passed, failure, _ = checker.check(n)  # exercise 2's note reads exercise 1's verdict
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
             if not self.intact():
