@@ -1,6 +1,6 @@
-"""AT-GRPO (Zhao et al., arXiv 2510.11062: "Stronger-MAS: Multi-Agent Reinforcement Learning for
-Collaborative LLMs", ICLR 2026; v1 was "Stronger Together: On-Policy RL for Collaborative LLMs"):
-agent- and turn-wise groups, filled by tree-structured sampling.
+"""AT-GRPO (Zhao et al. 2025, "Stronger Together: On-Policy Reinforcement Learning for Collaborative
+LLMs", arXiv 2510.11062v1; its v5, ICLR 2026, is "Stronger-MAS: Multi-Agent Reinforcement Learning
+for Collaborative LLMs"): agent- and turn-wise groups, filled by tree-structured sampling.
 
 Where the defaults depart from the paper: each role's team term comes from the state its own answer
 made (`--team-term own`; PettingLLMs adds the executor's to both, `--team-term shared`), and the

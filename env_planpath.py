@@ -1,5 +1,5 @@
 """Plan-Path, the AT-GRPO paper's grid-navigation task ("Stronger Together: On-Policy RL for
-Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062), as the two-role task the model plays.
+Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062v1), as the two-role task the model plays.
 The paper's largest planning gain is here (Qwen3-1.7B: GRPO 11 %, AT-GRPO 96 %). The game itself
 (grid, rules, step rewards, solver, levels) is planpath.py; the two-role workflow (turn order, the
 proposal on a copy, the prompts) is env_two_roles.py, which both games share. This file holds

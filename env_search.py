@@ -1,5 +1,5 @@
 """The search episode of MT-GRPO (Zeng et al. 2025, "Reinforcing Multi-Turn Reasoning in LLM
-Agents via Turn-Level Credit Assignment", arXiv 2505.11821): the prompt, the tool call and the
+Agents via Turn-Level Credit Assignment", arXiv 2505.11821v1): the prompt, the tool call and the
 two-turn episode. The search tool it calls is retrieval.py; the trivia questions asked in it are
 in questions.py.
 

@@ -1,5 +1,5 @@
 """The AT-GRPO paper's two-role Sokoban workflow as text ("Stronger Together: On-Policy RL for
-Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062): each turn a planner proposes moves,
+Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062v1): each turn a planner proposes moves,
 which are tried on a copy of the board, and an executor, who sees the result, plays the moves on
 the real board. The game itself (board, rules, step rewards, solver, levels) is sokoban.py; the
 two-role workflow (turn order, the proposal on a copy, the prompts) is env_two_roles.py, which

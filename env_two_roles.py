@@ -1,6 +1,6 @@
 """The AT-GRPO paper's planning workflow with two roles, which Sokoban (env_sokoban.py) and
-Plan-Path (env_planpath.py) both play ("Stronger Together: On-Policy RL for Collaborative LLMs",
-Zhao et al. 2025, arXiv 2510.11062). Each turn the planner proposes moves, which are tried on a
+Plan-Path (env_planpath.py) both play ("Stronger Together: On-Policy Reinforcement Learning for
+Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062v1). Each turn the planner proposes moves, which are tried on a
 copy of the board, and the executor, who sees the result, plays moves on the real board; with
 planner=False (the single-agent baseline) the executor plays alone. An agent's reward is
 local + alpha * team (the paper's). Whose team term: team_term "own" (this project's default)

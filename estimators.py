@@ -46,7 +46,7 @@ def mtgrpo_row(algo):
 
 TABLE = (
     Estimator("or", "GRPO-OR", "GRPO-OR, outcome reward", "MT-GRPO", "tool", "episodes",
-              "MT-GRPO paper (arXiv 2505.11821): A_k = norm(R^O)", mtgrpo_row("or")),
+              "MT-GRPO paper (arXiv 2505.11821v1): A_k = norm(R^O)", mtgrpo_row("or")),
     Estimator("mr", "GRPO-MR", "GRPO-MR, merged reward", "MT-GRPO", "tool", "episodes",
               "MT-GRPO paper: A_k = norm(sum R^T + R^O)", mtgrpo_row("mr")),
     Estimator("mt", "MT-GRPO", "MT-GRPO, turn-level advantages", "MT-GRPO", "tool", "episodes",
@@ -68,7 +68,7 @@ TABLE = (
               "episodes", "IGPO (arXiv 2510.14967), GuoqingWang1/IGPO at bff163b, scrl/llm_agent/generation.py "
               "295-423: field.info_gain_turns", field.info_gain_turns, needs=("info_gain",)),
     Estimator("grpo", "GRPO", "GRPO baseline, trajectory groups", "AT-GRPO", "game", "trajectories",
-              "AT-GRPO paper (arXiv 2510.11062), its GRPO baseline: atgrpo.trajectory_samples",
+              "AT-GRPO paper (arXiv 2510.11062v1), its GRPO baseline: atgrpo.trajectory_samples",
               lambda trajectories, K, scale: [[a] * len(t) for a, t in zip(
                   atgrpo.episode_advantages(trajectories, K, scale)[1], trajectories)]),
     Estimator("gigpo", "GiGPO", "GiGPO, trajectory and anchor-state groups", "GiGPO", "game", "trajectories",

@@ -1,5 +1,5 @@
 """Plan-Path, the game, as the AT-GRPO paper plays it ("Stronger Together: On-Policy RL for
-Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062): reach the goal cell of a grid with
+Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062v1): reach the goal cell of a grid with
 walls, one move (U, D, L, R) at a time. This file holds the grid, the move rules, the step
 rewards, a BFS solver, the seeded levels (ours and the public code's) and the fixed answers that
 ignore the grid. The two-role task that the model plays, and the command line

@@ -1,4 +1,4 @@
-"""The search tool of MT-GRPO's search agent (Zeng et al. 2025, arXiv 2505.11821): an offline
+"""The search tool of MT-GRPO's search agent (Zeng et al. 2025, arXiv 2505.11821v1): an offline
 Wikipedia, BM25 over it, or a remote Search-R1 style retrieval server. The episode that calls it is
 env_search.py. Read top to bottom: corpus (offline Wikipedia or JSONL), tokenizer, what the model reads of
 the hits (the result text), BM25, remote retriever, and a command-line probe (`python retrieval.py --help`).

@@ -1,4 +1,4 @@
-"""The six reward functions of MT-GRPO (Zeng et al. 2025, arXiv 2505.11821), at the paper's scales.
+"""The six reward functions of MT-GRPO (Zeng et al. 2025, arXiv 2505.11821v1), at the paper's scales.
 
     turn reward R^T (credited to turn 1, max 0.7) = tool_execution (0.2) + answer_in_results (0.5)
     outcome reward R^O (max 1.9) = answer_presence (0.5) + exact_match (1.0)

@@ -1,5 +1,5 @@
 """Sokoban, the game, as the AT-GRPO paper plays it ("Stronger Together: On-Policy RL for
-Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062): the board, the move rules, the step
+Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062v1): the board, the move rules, the step
 rewards, a BFS solver, the reverse-play level generator, the fixed answers that ignore the board,
 and a command-line probe (`python sokoban.py --help`). The two-role task that the model plays is
 env_sokoban.py. Read top to bottom.

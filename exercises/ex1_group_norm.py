@@ -1,7 +1,7 @@
 """Exercise 1: group normalisation, the heart of GRPO.
 
-Papers: MT-GRPO (Zeng et al. 2025, arXiv 2505.11821) and AT-GRPO (Zhao et al. 2025,
-arXiv 2510.11062) both score a sample against the other samples of its group: the G answers to
+Papers: MT-GRPO (Zeng et al. 2025, arXiv 2505.11821v1) and AT-GRPO (Zhao et al. 2025,
+arXiv 2510.11062v1) both score a sample against the other samples of its group: the G answers to
 one question (MT-GRPO) or the K candidates of one (environment, agent, turn) (AT-GRPO).
 
     norm(r)_i = (r_i - mean_G(r)) / (std_G(r) + 1e-4)       std unbiased: divides by G - 1

@@ -1,6 +1,6 @@
 """Exercise 2: turn-level advantages, MT-GRPO against the two GRPO baselines.
 
-Paper: MT-GRPO, Zeng et al. 2025, arXiv 2505.11821. An episode has K turns; turns 1..K-1 earn a
+Paper: MT-GRPO, Zeng et al. 2025, arXiv 2505.11821v1. An episode has K turns; turns 1..K-1 earn a
 turn reward R^T_k (e.g. "the search found the answer"), the episode earns an outcome reward R^O.
 norm is the group normalisation of exercise 1, applied to each reward separately.
 

@@ -1,6 +1,6 @@
 """Exercise 3: from turns to tokens, the advantage and the loss mask.
 
-Paper: MT-GRPO, Zeng et al. 2025, arXiv 2505.11821: every token the model generated in turn k
+Paper: MT-GRPO, Zeng et al. 2025, arXiv 2505.11821v1: every token the model generated in turn k
 carries the advantage A_k of that turn. A sample is one token sequence:
 
     [ prompt | turn 1 (model) | tool result (environment) | turn 2 (model) | ... ]

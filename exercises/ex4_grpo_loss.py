@@ -1,7 +1,7 @@
 """Exercise 4: the clipped GRPO loss with a k3 KL penalty, and how it is averaged.
 
 Papers: the loss of GRPO (Shao et al. 2024, DeepSeekMath, arXiv 2402.03300, eq. 3), used by both
-MT-GRPO (arXiv 2505.11821) and AT-GRPO (arXiv 2510.11062), with separate clip bounds eps_low
+MT-GRPO (arXiv 2505.11821v1) and AT-GRPO (arXiv 2510.11062v1), with separate clip bounds eps_low
 and eps_high (DAPO, Yu et al. 2025, arXiv 2503.14476). Per trained token t of row (sample) i:
 
     r_t  = exp(logp_t - old_logp_t)                                  probability ratio pi / pi_old

@@ -1,6 +1,6 @@
 """Exercise 5: one step of AT-GRPO's tree sampling.
 
-Paper: AT-GRPO, "Stronger Together" (Zhao et al. 2025, arXiv 2510.11062). At turn t, agent a of
+Paper: AT-GRPO, "Stronger Together" (Zhao et al. 2025, arXiv 2510.11062v1). At turn t, agent a of
 environment e samples K candidates from the same prompt. Each candidate is played on its own copy
 of the environment and scored; the K form one group keyed (e, a, t), so they are compared with
 each other fairly. The episode then continues from the best candidate (greedy):

@@ -1,6 +1,6 @@
 """Exercise 6: the exact-match reward of MT-GRPO.
 
-Paper: MT-GRPO, Zeng et al. 2025, arXiv 2505.11821: part of the outcome reward R^O is 1.0 when
+Paper: MT-GRPO, Zeng et al. 2025, arXiv 2505.11821v1: part of the outcome reward R^O is 1.0 when
 the final answer is exactly one of the gold aliases (TriviaQA lists several per question).
 
     final answer = the stripped text inside the first <answer>...</answer> of the LAST assistant

@@ -1,6 +1,6 @@
 """Exercise 7: BM25, the search tool behind MT-GRPO's first turn.
 
-Paper: MT-GRPO, Zeng et al. 2025, arXiv 2505.11821, lets the agent search Wikipedia before it
+Paper: MT-GRPO, Zeng et al. 2025, arXiv 2505.11821v1, lets the agent search Wikipedia before it
 answers; this project searches an offline corpus with Okapi BM25 (Robertson & Zaragoza 2009,
 "The Probabilistic Relevance Framework: BM25 and Beyond"):
 

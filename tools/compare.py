@@ -5,11 +5,11 @@
     python tools/compare.py --env search  --out runs/cmp-search  --report-only
     python tools/compare.py --env sokoban --out runs/seeds --seeds 0 1 2 -- --steps 60   # OUT/ALGO-sSEED
 
---env search runs the three estimators of the MT-GRPO paper (Zeng et al. 2025, arXiv 2505.11821),
+--env search runs the three estimators of the MT-GRPO paper (Zeng et al. 2025, arXiv 2505.11821v1),
 whose training curves and results table set GRPO-OR (outcome reward only) against GRPO-MR (turn
 and outcome reward merged) and MT-GRPO (turn-level advantages): tool execution rate, exact match
 and total reward against steps. --env sokoban and --env planpath set AT-GRPO's agent- and
-turn-wise groups with tree sampling (Zhao et al. 2025, arXiv 2510.11062) against standard GRPO
+turn-wise groups with tree sampling (Zhao et al. 2025, arXiv 2510.11062v1) against standard GRPO
 grouping (one group of trajectories per level). Each algorithm runs `train.py --algo A --out OUT/A` with the flags after
 `--`, identical for all. A run that already reached --steps is kept, one with a checkpoint is
 resumed (`train.py --resume`), so a comparison can span sessions; --steps may grow between calls.

@@ -7,7 +7,7 @@
     python tools/evaluate.py --env planpath --model runs/planpath/checkpoint
     python tools/evaluate.py --env calc --model runs/calc/checkpoint
 
-Any task of tasks.py. Search: the MT-GRPO paper's Table 5 metrics (Zeng et al. 2025, arXiv 2505.11821),
+Any task of tasks.py. Search: the MT-GRPO paper's Table 5 metrics (Zeng et al. 2025, arXiv 2505.11821v1),
 each as a rate (fraction of its maximum, averaged over episodes) and in reward units; another tool-use
 task: each reward of its rubric, the same way. Sokoban (AT-GRPO):
 success rate, moves played, and the box-goal distance left; Plan-Path the same with the moves
