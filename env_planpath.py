@@ -2,7 +2,8 @@
 Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062v1), as the two-role task the model plays.
 The paper's largest planning gain is here (Qwen3-1.7B: GRPO 11 %, AT-GRPO 96 %). The game itself
 (grid, rules, step rewards, solver, levels) is planpath.py; the two-role workflow (turn order, the
-proposal on a copy, the prompts) is env_two_roles.py, which both games share. This file holds
+proposal on a copy, the prompts) is env_two_roles.py, and the answers of moves moves.py, which both
+move games share. This file holds
 only what is Plan-Path's task: the team reward, the rules and the grid as the model sees them
 (PlanPathTask), the levels from the flags, and a command line
 (`python env_planpath.py --seed 3 --play`). Read top to bottom.
@@ -27,8 +28,9 @@ import sys
 
 import planpath
 import env_two_roles
-from env_two_roles import TwoRoleTask
-from task import Task
+import moves
+from moves import MoveTask
+from task import Option, Task
 from sokoban import moves_in
 from machinery.cli import one_line
 
@@ -69,9 +71,9 @@ def named_moves(grid):
     return [m for m, n in (("DU"[gr < r], gr - r), ("RL"[gc < c], gc - c)) if n]
 
 
-class PlanPathTask(TwoRoleTask):
-    """Plan-Path in env_two_roles.TwoRoleTask's workflow. Local reward: `planpath.play`'s move rewards;
-    team reward: team_reward. The user prompt shows the grid and, with positions=True (the
+class PlanPathTask(MoveTask):
+    """Plan-Path in env_two_roles.TwoRoleTask's workflow, answering moves (moves.MoveTask). Local
+    reward: `planpath.play`'s move rewards; team reward: team_reward. The user prompt shows the grid and, with positions=True (the
     default), where the goal is (`where`)."""
 
     NOUN, RULES, FORMAT_PENALTY, DISTANCE = "grid", RULES, FORMAT_PENALTY, "distance"
@@ -112,7 +114,19 @@ def progress(before, after, blocked):
 
 
 # ---------------------------------------------------------------- levels from the flags
-solves = planpath.solves  # do fixed moves reach the goal (evaluate_games.constant_successes)
+LEVELS = ("ours", "public")  # --levels (make_level)
+OPTIONS = (*env_two_roles.OPTIONS, *moves.OPTIONS,  # Plan-Path's own flag besides those it shares
+           Option("levels", str, "ours", "ours (the --size grid, paths of --min-solution to --max-solution moves) or "
+                  "public (the public code's: 10 x 10, no border, walls 0.22, any path length)", choices=LEVELS))
+
+
+def check(args):
+    """The flags together: the public levels have no knobs."""
+    if args.levels == "public" and (args.size, args.min_solution, args.max_solution) != tuple(
+            o.default for o in moves.OPTIONS[:3]):
+        return ("--levels public (the public code's 10 x 10 Plan-Path levels, any path length) takes no --size, "
+                "--min-solution or --max-solution")
+    return env_two_roles.check(args) or moves.check(args)
 
 
 def make_level(seed, args):
@@ -135,7 +149,8 @@ def make_tasks(seeds, args, levels=None):
 TASK = Task("planpath", "game", "Plan-Path, planner + executor (AT-GRPO paper)", "level",
             table=env_two_roles.table("distance", "moves to the goal left"), plot=env_two_roles.PLOT,
             each="success_each", defaults={**env_two_roles.DEFAULTS, "scale_rewards": "group", "positions": True},
-            flags=(*env_two_roles.FLAGS, "levels"), make_level=make_level, make_tasks=make_tasks, solves=solves,
+            options=OPTIONS, check=check, stop_strings=env_two_roles.STOP_STRINGS, roles=env_two_roles.ROLES, shorter=moves.SHORTER,
+            make_level=make_level, make_tasks=make_tasks, constant=moves.constant(planpath.solves),
             order=("grpo-solo", "grpo", "at", "at-roles"),
             pairs=(("at", "grpo"), ("at", "grpo-solo"), ("at-roles", "grpo"), ("at", "at-roles")))
 

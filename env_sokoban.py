@@ -2,8 +2,8 @@
 Collaborative LLMs", Zhao et al. 2025, arXiv 2510.11062v1): each turn a planner proposes moves,
 which are tried on a copy of the board, and an executor, who sees the result, plays the moves on
 the real board. The game itself (board, rules, step rewards, solver, levels) is sokoban.py; the
-two-role workflow (turn order, the proposal on a copy, the prompts) is env_two_roles.py, which
-both games share. This file holds only what is Sokoban's: the team reward, the rules and the board
+two-role workflow (turn order, the proposal on a copy, the prompts) is env_two_roles.py, and the
+answers of moves moves.py, which both move games share. This file holds only what is Sokoban's: the team reward, the rules and the board
 as the model sees them (SokobanTask), and the levels from the flags. Read top to bottom.
 
 An agent's reward is local + alpha * team (the paper's): local is the summed step rewards of its
@@ -12,9 +12,10 @@ with team="solver" (the default) the drop in the optimal number of moves left (t
 team="distance" the drop in D, the box-goal distance; +10 when the turn solves the level.
 """
 import env_two_roles
+import moves
 import sokoban
-from env_two_roles import TwoRoleTask
-from task import Task
+from moves import MoveTask
+from task import Option, Task
 
 FORMAT_PENALTY = -2.0  # an answer with no readable moves, as the paper's code: below any move's
 # reward, else (at -0.1) a group that holds wrong moves (about -1 each) teaches answering nothing
@@ -48,9 +49,9 @@ def positions(state):
             f"goals {where(state.goals)}.")
 
 
-class SokobanTask(TwoRoleTask):
-    """Sokoban in env_two_roles.TwoRoleTask's workflow. Local reward: the summed step rewards of an
-    answer's moves (sokoban.step_reward); team reward: team_reward of kind `team`. The user
+class SokobanTask(MoveTask):
+    """Sokoban in env_two_roles.TwoRoleTask's workflow, answering moves (moves.MoveTask). Local
+    reward: the summed step rewards of an answer's moves (sokoban.step_reward); team reward: team_reward of kind `team`. The user
     prompt shows the board, with positions=True its coordinates, and its status line."""
 
     NOUN, RULES, FORMAT_PENALTY, DISTANCE = "board", RULES, FORMAT_PENALTY, "box_distance"
@@ -85,7 +86,12 @@ class SokobanTask(TwoRoleTask):
 
 
 # ---------------------------------------------------------------- levels from the flags
-solves = sokoban.solves  # do fixed moves solve a level (evaluate_games.constant_successes)
+TEAM_REWARDS = ("solver", "distance")  # --team-reward (team_reward above)
+OPTIONS = (*env_two_roles.OPTIONS, *moves.OPTIONS,  # Sokoban's own flags besides those it shares
+           Option("boxes", int, 1, "boxes per level", lambda v: v >= 1, "at least 1"),
+           Option("reverse_steps", int, 10, "moves of reverse play from the solved state", lambda v: v >= 1, "at least 1"),
+           Option("team_reward", str, "solver", "team progress = drop in optimal moves left (solver) or in box-goal "
+                  "distance", choices=TEAM_REWARDS))
 
 
 def make_level(seed, args):
@@ -106,6 +112,6 @@ def make_tasks(seeds, args, levels=None):
 # the setup of docs/results-sokoban.md
 TASK = Task("sokoban", "game", "Sokoban, planner + executor (AT-GRPO paper)", "level",
             table=env_two_roles.table("box_distance", "box-goal distance (cells)"), plot=env_two_roles.PLOT,
-            each="success_each", defaults=env_two_roles.DEFAULTS,
-            flags=(*env_two_roles.FLAGS, "boxes", "reverse_steps", "team_reward"),
-            make_level=make_level, make_tasks=make_tasks, solves=solves)
+            each="success_each", defaults=env_two_roles.DEFAULTS, options=OPTIONS,
+            check=lambda args: env_two_roles.check(args) or moves.check(args), stop_strings=env_two_roles.STOP_STRINGS,
+            roles=env_two_roles.ROLES, shorter=moves.SHORTER, make_level=make_level, make_tasks=make_tasks, constant=moves.constant(sokoban.solves))

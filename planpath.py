@@ -185,7 +185,7 @@ def public_level_for(seed, size=PUBLIC_SIZE, wall_ratio=PUBLIC_WALL_RATIO, tries
 
 
 def solves(grid, moves):
-    """Do these moves, played in order, reach the goal at some point? (evaluate_games.constant_successes)"""
+    """Do these moves, played in order, reach the goal at some point? (moves.constant_successes)"""
     for m in moves:
         grid = move(grid, m)[0]
         if grid.pos == grid.goal:

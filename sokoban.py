@@ -266,7 +266,7 @@ def status(state, before=None):
 
 # ---------------------------------------------------------------- fixed answers
 def solves(state, moves):
-    """Do these moves, played in order, solve the level at some point? (evaluate_games.constant_successes)"""
+    """Do these moves, played in order, solve the level at some point? (moves.constant_successes)"""
     for m in moves:
         state = move(state, m)
         if is_solved(state):

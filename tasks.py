@@ -17,5 +17,16 @@ def names(kind=None):
 
 
 def owners(flag):
-    """The tasks that read a task's own flag (task.Task.flags), as "a or b"."""
-    return " or ".join(n for n, t in TASKS.items() if flag in t.flags)
+    """The tasks that read a task's own flag (task.Task.owns), as "a or b"."""
+    return " or ".join(n for n, t in TASKS.items() if t.owns(flag))
+
+
+def options():
+    """Every task's own flags (task.Option), each once, in the table's order. Tasks that share a
+    flag share its Option (env_two_roles.py's, say): two different ones of one name are refused."""
+    found = {}
+    for t in TASKS.values():
+        for o in t.options:
+            if found.setdefault(o.name, o) != o:
+                raise ValueError(f"--{o.name.replace('_', '-')}: two tasks declare it differently; share one task.Option")
+    return tuple(found.values())

@@ -100,14 +100,14 @@ def tool_step(models, tok, questions, data, args):
 
 # ---------------------------------------------------------------- games (AT-GRPO): sokoban, planpath
 
-def role_models(models):
-    """role -> model: a shared policy plays every role."""
-    return {r: models.get(r, models.get("policy")) for r in env_two_roles.ROLES}  # planner, executor
+def role_models(models, args):
+    """role -> model: a shared policy plays every role of the task."""
+    return {r: models.get(r, models.get("policy")) for r in tasks.TASKS[args.env].roles}
 
 
 def game_step(models, tok, seeds, args):
     """AT-GRPO tree sampling (the rewards, scored inside, choose the branch), then group advantages; or GRPO's trajectories."""
-    sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS)
+    sampler = chat_sampler(role_models(models, args), tok, args, tasks.TASKS[args.env].stop_strings)
     make_task = lambda seed: tasks.TASKS[args.env].make_tasks([seed], args)[0]  # noqa: E731
     samples, played, final = atgrpo.rollout_samples(make_task, seeds, sampler, args.num_generations,
                                                     args.algo, args.scale_rewards)
@@ -167,7 +167,7 @@ def train(args):
     if args.eval_every and len(test) < args.eval_n:
         print(f"note: the test split has only {len(test)} items; each evaluation uses them all, not --eval-n {args.eval_n}", file=sys.stderr)
     rng, start, history, logged = random.Random(args.seed), 0, [], -1
-    roles = env_two_roles.ROLES if args.policy == "per-role" else ("policy",)
+    roles = tasks.TASKS[args.env].roles if args.policy == "per-role" else ("policy",)
     if args.resume:
         ckpt, models, tok, state = checkpoint.load_checkpoint(
             args.out, lambda folder: load_models(roles, folder, device, subfolders=True))
@@ -225,7 +225,7 @@ def train(args):
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
             line.update(run_eval(step))
         write(line)
-        bar.set_postfix({**{k: f"{line[k]:.2f}" for k, _ in tasks.TASKS[args.env].table[:3] if k in line},
+        bar.set_postfix({**{k: f"{line[k]:.2f}" for k in progress_metrics(args) if k in line},
                          "zero-adv groups": f"{line['zero_adv_groups']:.2f}"})
         if step % args.save_every == 0 or step == args.steps:
             phase(step, "save checkpoint")
@@ -243,7 +243,7 @@ def evaluate_policy(models, tok, items, data, args, greedy=True, chunk=None, des
     a training step's episodes); tool use also gives exact_match_each, 0/1 per question, and its episodes in `keep`."""
     chunk, task = chunk or args.batch_size * args.num_generations, tasks.TASKS[args.env]
     if task.kind == "game":
-        sampler = chat_sampler(role_models(models), tok, args, env_two_roles.STOP_STRINGS, greedy)
+        sampler = chat_sampler(role_models(models, args), tok, args, task.stop_strings, greedy)
         return evaluate_games.evaluate(sampler, items, args, task, lambda levels: in_chunks(levels, chunk, desc, "level"))
     envs = []
     for part in in_chunks(items, chunk, desc, "question"):
@@ -264,7 +264,13 @@ def check_prompts(model, tok, data, pool, test, args):
         longest = max(items, key=lambda q: len(q["question"]))
         return check_context(model, tok, make_envs([longest], data, args)[0].messages, (args.max_calls + 1) * args.max_completion_length)
     check_context(model, tok, env_two_roles.longest_messages(task.make_tasks(items, args)),
-                  args.max_completion_length, "use a smaller --size or --moves-per-turn, or lower --max-completion-length")
+                  args.max_completion_length, f"{task.shorter or 'use smaller levels'}, or lower --max-completion-length")
+
+
+def progress_metrics(args):
+    """The metrics the progress bar shows: the task's own (task.Task.progress), else its table's first three."""
+    task = tasks.TASKS[args.env]
+    return task.progress or [k for k, _ in task.table[:3]]
 
 
 def print_table(history, args):

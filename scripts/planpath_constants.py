@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import env_planpath as pp  # noqa: E402
 import planpath  # noqa: E402
-from evaluate_games import constant_successes  # noqa: E402
+from moves import constant_successes  # noqa: E402
 
 
 def follow_words(levels, turns, around_walls=False):

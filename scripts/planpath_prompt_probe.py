@@ -21,9 +21,10 @@ import config  # noqa: E402
 import env_planpath as pp  # noqa: E402
 import planpath  # noqa: E402
 import env_two_roles  # noqa: E402
+import moves  # noqa: E402
 from policy import chat_sampler, load_model, pick_device  # noqa: E402
 
-DEFAULT_FORMAT = env_two_roles.ANSWER_FORMAT[1]
+DEFAULT_FORMAT = moves.ANSWER_FORMAT[1]
 WHERE = pp.where
 
 
@@ -49,13 +50,13 @@ def main():
     levels = [planpath.level_for(seed, args.size, solution=(args.min_solution, args.max_solution)) for seed in range(24)]
     print("| prompt | unreadable | L | U | D | R | first move optimal |\n|---|---|---|---|---|---|---|")
     for name, answer_format, where, temperature in VARIANTS:
-        env_two_roles.ANSWER_FORMAT[1], pp.where, args.temperature = answer_format, where, temperature
+        moves.ANSWER_FORMAT[1], pp.where, args.temperature = answer_format, where, temperature
         try:
             sample = chat_sampler({"planner": model}, tok, args, env_two_roles.STOP_STRINGS)
             outs = sample("planner", [pp.PlanPathTask(level).messages("planner") for level in levels for _ in range(8)])
         finally:
-            env_two_roles.ANSWER_FORMAT[1], pp.where = DEFAULT_FORMAT, WHERE
-        firsts = [(moves or "-")[0] for moves in (env_two_roles.parse_moves(text) for _, _, text in outs)]
+            moves.ANSWER_FORMAT[1], pp.where = DEFAULT_FORMAT, WHERE
+        firsts = [(moves or "-")[0] for moves in (moves.parse_moves(text) for _, _, text in outs)]
         count = collections.Counter(firsts)
         optimal = sum(m in planpath.optimal_moves(levels[i // 8]) for i, m in enumerate(firsts)) / len(firsts)
         print(f"| {name} | {count['-']} | " + " | ".join(str(count[m]) for m in "LUDR") + f" | {optimal:.2f} |",

@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import planpath  # noqa: E402
-import env_two_roles  # noqa: E402
+from moves import parse_moves  # noqa: E402
 from machinery import records  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def step_report(path):
     for row in rows:
         groups[row["group"]].append(tuple(row["rewards"]))
     zero = sum(len(set(rewards)) == 1 for rewards in groups.values()) / len(groups)
-    unreadable = sum(env_two_roles.parse_moves(answer_text(row)) is None for row in rows) / len(rows)
+    unreadable = sum(parse_moves(answer_text(row)) is None for row in rows) / len(rows)
     moves = collections.Counter(first_move(row["tokens"]) for row in rows)
     return len(groups), zero, unreadable, moves, update_work(rows)
 

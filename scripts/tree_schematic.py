@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 import atgrpo  # noqa: E402
 import planpath  # noqa: E402
 from env_planpath import PlanPathTask  # noqa: E402
-from env_two_roles import parse_moves  # noqa: E402
+from moves import parse_moves  # noqa: E402
 from machinery.cli import one_line  # noqa: E402
 from tools import output, show  # noqa: E402
 

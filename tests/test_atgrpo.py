@@ -169,22 +169,23 @@ def constant_policy(role, message_lists):
 def test_evaluation_tells_a_board_reader_from_a_constant_answer():
     from config import parse_args
     from env_sokoban import make_level
-    from evaluate_games import constant_successes, distinct, evaluate
+    from evaluate_games import distinct, evaluate
+    from moves import constant_successes
     args = parse_args(["--env", "sokoban"])  # the default curriculum: 3-4 optimal moves, 4 turns of one move
     seeds = [10 ** 9 + i for i in range(12)]
-    reader = evaluate(solver_policy, seeds, args, sk)
+    reader = evaluate(solver_policy, seeds, args, sk.TASK)
     assert reader["success"] == 1.0  # it plays an optimal solution on every level
     assert reader["board_ablation_success"] < 0.5  # shown another level, it plays that level's moves
     solutions = [sokoban.solve(make_level(s, args)) for s in seeds]
     assert reader["distinct_answers"] == distinct(tuple(s) for s in solutions) >= 4
     levels = tuple(make_level(s, args) for s in seeds)
     assert reader["best_constant_success"] == max(constant_successes(sokoban.solves, levels, 4).values())
-    constant = evaluate(constant_policy, seeds, args, sk)
+    constant = evaluate(constant_policy, seeds, args, sk.TASK)
     right = sum(sokoban.solves(level, "RRRR") for level in levels) / len(levels)
     assert constant["success"] == constant["board_ablation_success"] == right  # blind: no change
     assert constant["distinct_answers"] == 1 and constant["best_constant_success"] >= right
     # played a few levels at a time (train.py's progress bar), the decoys still wrap around all levels
-    in_parts = evaluate(solver_policy, seeds, args, sk, lambda levels: [levels[i:i + 5] for i in range(0, 12, 5)])
+    in_parts = evaluate(solver_policy, seeds, args, sk.TASK, lambda levels: [levels[i:i + 5] for i in range(0, 12, 5)])
     assert in_parts == reader
 
 

@@ -6,15 +6,15 @@ import time
 
 import pytest
 
-import config
 import env_sokoban as es
-from env_two_roles import STOP_STRINGS, parse_moves
+from env_two_roles import STOP_STRINGS
+from moves import parse_moves
 import sokoban
 from test_sokoban import LEVEL, board  # a hand-made level; parse_board
 
 
 # ---------------------------------------------------------------- the team reward
-@pytest.mark.parametrize("team", config.TEAM_REWARDS)
+@pytest.mark.parametrize("team", es.TEAM_REWARDS)
 def test_team_reward_is_progress_plus_ten_on_solve(team):
     walk, push = board(["######", "#@$ .#", "######"]), board(["######", "# @$.#", "######"])
     solved = board(["######", "#  @*#", "######"])  # in a corridor both measures agree

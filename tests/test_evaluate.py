@@ -8,7 +8,7 @@ import pytest
 from test_train import DOCS, TURN1, TURN2, WRONG, ids
 
 import sokoban
-from evaluate_games import constant_successes
+from moves import constant_successes
 from tools import evaluate
 import fast.decode
 import rewards

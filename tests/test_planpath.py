@@ -12,7 +12,8 @@ from conftest import full_args
 import atgrpo
 import env_planpath as pp
 import planpath
-from evaluate_games import constant_successes, evaluate
+from evaluate_games import evaluate
+from moves import constant_successes
 from scripts.planpath_constants import follow_words
 
 OPEN = planpath.parse_grid("#####\n#@..#\n#...#\n#..G#\n#####")  # two ways round: D first or R first
@@ -218,11 +219,11 @@ def test_tree_sampling_and_trajectories_through_atgrpo():
 
 def test_the_evaluation_with_a_solver_and_with_a_fixed_answer():
     seeds = [10 ** 9 + i for i in range(8)]
-    solver = evaluate(scripted(lambda g: planpath.solve(g)[0]), seeds, ARGS, pp)
+    solver = evaluate(scripted(lambda g: planpath.solve(g)[0]), seeds, ARGS, pp.TASK)
     assert solver["success"] == 1.0 and solver["success_each"] == "1" * 8 and solver["distance"] == 0
     assert solver["board_ablation_success"] < 1.0  # it solves another level's grid instead
     assert solver["best_constant_success"] < 1.0
-    right = evaluate(scripted(lambda g: "R"), seeds, ARGS, pp)
+    right = evaluate(scripted(lambda g: "R"), seeds, ARGS, pp.TASK)
     assert right["distinct_answers"] == 1 and right["success"] <= right["best_constant_success"]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import sokoban
-from evaluate_games import constant_successes
+from moves import constant_successes
 
 ROOT = Path(__file__).resolve().parents[1]
 # player (1,1), box (1,2), goal (1,4): "RR" solves it, the box-goal distance is 2

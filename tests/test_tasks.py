@@ -1,6 +1,7 @@
 """tasks.py, the one table of tasks: each task's file declares it, every entry point reads it, and no
 module outside the task files names a task (a new task is its file and its line in the table)."""
 import ast
+import re
 import pathlib
 
 import pytest
@@ -52,6 +53,7 @@ def test_every_task_declares_what_the_entry_points_read(name):
     assert config.ALGOS[name] == estimators.names(task.kind) and estimators.DEFAULT[task.kind] in config.ALGOS[name]
     assert len(task.table) >= 3 and set(task.plot) <= {k for k, _ in task.table} | {"reward"}
     assert all(flag in config.Args.__dataclass_fields__ for flag in (*task.flags, *task.defaults))
+    assert all(k in {k for k, _ in task.table} for k in task.progress)
     assert {a for pair in task.pairs for a in pair} <= set(task.order or config.ALGOS[name])
     if task.kind == "tool":  # its data, its episode, where a turn ends, its rewards
         assert callable(task.load) and callable(task.make_env) and task.stop_strings
@@ -59,7 +61,8 @@ def test_every_task_declares_what_the_entry_points_read(name):
         assert {k.removesuffix("_rate") for k, _ in task.table[1:]} <= set(task.rubric.maxima)
         assert f"</{task.rubric.tags.call}>" in task.stop_strings and f"</{task.rubric.tags.answer}>" in task.stop_strings
     else:
-        assert callable(task.make_level) and callable(task.make_tasks) and callable(task.solves)
+        assert callable(task.make_level) and callable(task.make_tasks) and task.roles and task.stop_strings
+        assert task.constant is None or callable(task.constant)
     parsed = config.parse_args(["--env", name])
     assert parsed.prefill == task.prefill and all(getattr(parsed, k) == v for k, v in task.defaults.items())
 
@@ -71,3 +74,36 @@ def test_a_flag_of_another_task_is_refused_in_one_line(capsys):
         with pytest.raises(SystemExit):
             config.parse_args(argv)
         assert said in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+# what only a game's own files may say: its rules' words and its modules (moves.py: the move games')
+GAME_MODULES = {"sokoban", "planpath", "sudoku", "moves"}
+GAME_WORDS = re.compile(r"sokoban|plan-?path|sudoku|UDLR|U/D/L/R|U, D, L|<answer>[UDLR][ <]", re.IGNORECASE)
+
+
+def game_words_in(path):
+    """(line, what) of every import of a game's module and every string in the code (docstrings
+    aside: they may name examples) that names a game or spells its moves."""
+    found, tree = [], ast.parse(path.read_text())
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(
+        n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body and isinstance(n.body[0], ast.Expr)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            found += [(node.lineno, m.group()) for m in GAME_WORDS.finditer(node.value)]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name in GAME_MODULES]
+        elif isinstance(node, ast.ImportFrom) and node.module in GAME_MODULES:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_no_shared_module_spells_a_games_moves_or_names_it(tmp_path):
+    (tmp_path / "old.py").write_text('"""Sokoban."""\nimport sokoban\nfrom moves import parse_moves\n'
+                                     'FORMAT = "U, D, L or R"\nEXAMPLE = "<answer>U</answer>"\nHELP = "plan-path"\n')
+    assert game_words_in(tmp_path / "old.py") == [(2, "sokoban"), (3, "moves"), (4, "U, D, L"), (5, "<answer>U<"),
+                                                  (6, "plan-path")]
+    own = {f"env_{n}.py" for n in tasks.TASKS} | {f"{m}.py" for m in GAME_MODULES} | {"tasks.py"}
+    files = [p for d in ("", "machinery", "tools", "fast") for p in sorted((ROOT / d).glob("*.py")) if p.name not in own]
+    assert {"env_two_roles.py", "evaluate_games.py", "atgrpo.py", "config.py", "train.py"} <= {p.name for p in files}
+    named = {str(p.relative_to(ROOT)): found for p in files if (found := game_words_in(p))}
+    assert not named, f"a game's words outside its files: {named}"

@@ -593,11 +593,14 @@ def test_plain_runs_the_same_step_the_plain_way(tiny_model_dir, monkeypatch, gen
     reference) gives the same samples as the default path and the same gradients up to fp32
     summation order. With generate's sampler in the decode loop the two draw the same tokens for
     one seed while no row stops early (tests/test_policy.py), so no stop string ends a turn here."""
-    import env_two_roles
+    import dataclasses
+
+    import moves
+    import tasks
     from config import parse_args
     # the tiny random model writes no readable moves: read one from the text, so rewards differ
-    monkeypatch.setattr(env_two_roles, "parse_moves", lambda text: ["UDLR"[sum(map(ord, text)) % 4]])
-    monkeypatch.setattr(env_two_roles, "STOP_STRINGS", [])
+    monkeypatch.setattr(moves, "parse_moves", lambda text: ["UDLR"[sum(map(ord, text)) % 4]])
+    monkeypatch.setitem(tasks.TASKS, "planpath", dataclasses.replace(tasks.TASKS["planpath"], stop_strings=[]))
     args = parse_args(["--env", "planpath", "--model", tiny_model_dir, "--bf16", "false", "--batch-size", "1",
                        "--num-generations", "3", "--max-completion-length", "4", "--max-turns", "2",
                        "--micro-batch-size", "2", "--num-iterations", "2", "--beta", "0.04"])

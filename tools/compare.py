@@ -378,7 +378,7 @@ def main(argv=None):
     flags = argv[argv.index("--") + 1:] if "--" in argv else []
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="tools/compare.py --env {search,sokoban,planpath} --out DIR [--jobs N] [--seeds S ...] [--algos A ...] "
+        usage=f"tools/compare.py --env {{{','.join(sorted(ORDER))}}} --out DIR [--jobs N] [--seeds S ...] [--algos A ...] "
               "[--restart] [--report-only] [-- TRAIN_FLAGS...]")
     p.add_argument("--env", choices=sorted(ORDER), required=True)
     p.add_argument("--out", required=True, help="one run folder per algorithm, results.md, compare.png")

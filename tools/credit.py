@@ -48,7 +48,6 @@ import torch
 from tqdm import tqdm
 
 import atgrpo
-import env_two_roles
 import estimators
 import field
 import rewards
@@ -354,7 +353,7 @@ def measure(ours, args):
         with tqdm(total=len(items) * G * (M + 1), desc="credit: episodes", unit="episode") as bar:
             records = tool_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar)
     else:
-        sampler = chat_sampler(train.role_models(models), tok, args, env_two_roles.STOP_STRINGS)
+        sampler = chat_sampler(train.role_models(models, args), tok, args, tasks.TASKS[args.env].stop_strings)
         make_env = lambda seed: tasks.TASKS[args.env].make_tasks([seed], args)[0]  # noqa: E731
         records = game_records(make_env, items, sampler, G, M, args.scale_rewards, ours.chunk, "credit: episodes")
     settings = {"env": args.env, "model": args.model, "states": len(items), "num_generations": G, "continuations": M,

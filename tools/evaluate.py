@@ -39,9 +39,7 @@ GAME_UNITS = {"success": "rate", "best_constant_success": "rate", "board_ablatio
               "distinct_answers": "count", "moves": "per level", "turns": "per level"}
 # run settings that define the task (read from a checkpoint's args.json)
 TASK_KEYS = ("env", "policy", "prefill", "one_shot", "top_k", "max_words", "retriever_url", "corpus", "max_calls",
-             "train_questions", "test_questions", "max_completion_length", "size", "boxes",
-             "reverse_steps", "min_solution", "max_solution", "max_turns", "moves_per_turn", "team_reward",
-             "team_alpha", "team_term", "single_agent", "positions", "levels")
+             "train_questions", "test_questions", "max_completion_length", *(o.name for o in tasks.options()))
 
 
 def parse_args(argv):
@@ -77,14 +75,16 @@ def run_args(ours, rest):
 
 
 def load_policy(path, args, device):
-    """({"policy": model}, tok), or {"planner": ..., "executor": ...} for a per-role checkpoint."""
-    per_role = all(os.path.isdir(os.path.join(path, r)) for r in ("planner", "executor"))
+    """({"policy": model}, tok), or {role: model} for a per-role checkpoint (one subfolder per role)."""
+    roles = tasks.TASKS[args.env].roles
+    per_role = bool(roles) and all(os.path.isdir(os.path.join(path, r)) for r in roles)
     if args.policy == "per-role" and not per_role:
-        raise SystemExit(f"{path}: a per-role checkpoint has planner/ and executor/ subfolders")
-    if args.policy != "per-role" and per_role:
-        raise SystemExit(f"{path} holds one model per role (a per-role Sokoban or Plan-Path "
-                         "run): evaluate it with the run's --env")
-    roles = ("planner", "executor") if per_role else ("policy",)
+        raise SystemExit(f"{path}: a per-role checkpoint has {' and '.join(r + '/' for r in roles)} subfolders")
+    teams = [n for n, t in tasks.TASKS.items() if t.roles and all(os.path.isdir(os.path.join(path, r)) for r in t.roles)]
+    if args.policy != "per-role" and teams:
+        raise SystemExit(f"{path} holds one model per role (a per-role run of --env {' or '.join(teams)}): "
+                         "evaluate it with the run's --env")
+    roles = roles if per_role else ("policy",)
     return policy.load_models(roles, path, device, subfolders=True)
 
 
