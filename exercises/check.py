@@ -17,8 +17,8 @@ sandbox.TIME_LIMIT seconds, and check.py compares what came back with the expect
 the worker never sees: the teacher's key (key.py) in the repository, sealed hashes (sealed.json,
 seal.py) in a handout folder. An exit, a crash or an endless loop in a student's file fails that
 exercise and the table goes on. It needs Linux or macOS. What the worker runs and how its values
-are compared is in grade.py, how a file is run in isolation in sandbox.py: you do not need to
-read them. The quiz is quiz.py.
+are compared is in grade.py, how a file is run in isolation in sandbox.py (beside this file in a
+handout, machinery/sandbox.py in the repository): you do not need to read them. The quiz is quiz.py.
 
 To use the checks from Python: run_check(n, *functions) -> (passed, failure), in your own
 process, and check(n, folder=...) -> (passed, failure), in a worker as above.
@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the files beside this one, however it is loaded
+if not (Path(__file__).resolve().parent / "sandbox.py").is_file():  # a handout has its copy beside this
+    sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "machinery"))  # file; the repository, machinery/
 import grade  # noqa: E402 (runs an exercise's cases in the worker, and judges what came back)
 import quiz  # noqa: E402
 import sandbox  # noqa: E402 (runs a function in a worker process of its own, with limits)

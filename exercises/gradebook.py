@@ -35,6 +35,7 @@ from cases import EXERCISES
 
 HERE = Path(__file__).resolve().parent
 RUNS = ("cases.py", "grade.py", "sandbox.py")  # what a worker loads: copied, checked after each run
+SOURCES = {"sandbox.py": Path(sandbox.__file__)}  # where a file of RUNS comes from, if not from this folder
 MAX_FILE = 2 ** 20  # bytes read of one handed-in file; a bigger one is not read
 COLUMNS = ["student", "exercise", "passed", "first failure"]
 
@@ -92,7 +93,7 @@ class Grader:
 
     def __init__(self):
         self.copy = Path(tempfile.mkdtemp(prefix="grader-"))
-        self.sources = {name: (HERE / name).read_bytes() for name in RUNS}
+        self.sources = {name: SOURCES.get(name, HERE / name).read_bytes() for name in RUNS}
         self.restore()
         self.box = sandbox.Sandbox("gradebook.py", script=self.copy / "sandbox.py",
                                    warm=(str(self.copy / "grade.py"), "warm", {"solutions": False}))

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import grade
 import key
+import sandbox
 import seal
 from cases import CASES, EXERCISES
 from quiz import QUIZ_ANSWERS, CheckError, quiz_template
 
 HERE = Path(__file__).resolve().parent
 FILES = ("check.py", "cases.py", "grade.py", "quiz.py", "sandbox.py", "seal.py")  # the checker's files
+SOURCES = {"sandbox.py": Path(sandbox.__file__)}  # where a file comes from, if not from this folder
 SEALED = "sealed.json"
 
 
@@ -96,7 +98,7 @@ def handout_files():
         raise CheckError(f"no {quiz_page}: --handout needs the repository")
     sealed = seal.sealed_file({n: project_values(n) for n in sorted(EXERCISES)},
                               key.quiz_answers(), secrets.token_hex(16))
-    files = {name: (HERE / name).read_text() for name in
+    files = {name: SOURCES.get(name, HERE / name).read_text() for name in
              [filename for _, filename, _ in EXERCISES.values()] + list(FILES)}
     files["quiz.md"] = quiz_page.read_text().split("\n" + ANSWER_KEY)[0].rstrip() + "\n"
     files[QUIZ_ANSWERS] = quiz_template()

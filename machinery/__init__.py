@@ -10,4 +10,6 @@ what the papers say. The faster path is a package of its own (fast/).
     trackers.py      --report-to: TensorBoard, W&B or Trackio fed from the log while the run trains
     cli.py           what every command shares: Ctrl-C or a failed read or write as one line, not a
                      traceback; a progress bar over long work
+    sandbox.py       untrusted code in a forked worker with limits: the exercises' checker, and the
+                     coding team's programs (env_code.py)
 """

@@ -730,7 +730,7 @@ def test_the_sandbox_runs_any_files_function_and_knows_no_exercise(tmp_path, mon
         left = box.run((target, "leave_a_thread"), {})
         assert left.cut_short() == "" and left.left_behind() == "left 1 thread(s) running: end every thread it starts"
         assert box.run((target, "add"), {"a": 1}).cut_short().startswith("raised TypeError")
-    source = (ROOT / "exercises" / "sandbox.py").read_text()
+    source = (ROOT / "machinery" / "sandbox.py").read_text()
     assert not any(name in source for name in ("cases", "EXERCISES", "grade", "student_functions"))
 
 
@@ -846,7 +846,7 @@ def test_handout_writes_a_folder_a_student_can_check_from(tmp_path, right_folder
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         stubs + list(handout.FILES) + ["quiz.md", "quiz_answers.txt", "sealed.json", "README.md"])
     for name in stubs + list(handout.FILES):
-        assert (folder / name).read_text() == (ROOT / "exercises" / name).read_text()
+        assert (folder / name).read_text() == handout.SOURCES.get(name, ROOT / "exercises" / name).read_text()
     quiz_md = (folder / "quiz.md").read_text()
     assert QUIZ_MD.read_text().startswith(quiz_md.rstrip()) and "Answer key" not in quiz_md
     readme = (folder / "README.md").read_text()
