@@ -58,6 +58,7 @@ class Group:
     candidates: list  # K (prompt_ids, response_ids, text)
     rewards: list  # K rewards, each scored on its own copy of the environment
     chosen: int  # index of the candidate the episode continued from
+    share: float = 0.0  # the team term added to every reward once the turn was over (team_share)
 
 
 def best_index(rewards):
@@ -102,7 +103,7 @@ def tree_rollout(envs, env_ids, sampler, K):
         for i, played in turn.items():
             for group in played[:-1]:  # one number for all K: the choice stays, and so do the
                 # advantages under group scaling; under batch scaling it changes the step's std
-                group.rewards = [r + envs[i].team_share for r in group.rewards]
+                group.rewards, group.share = [r + envs[i].team_share for r in group.rewards], envs[i].team_share
     return groups, envs
 
 
@@ -128,6 +129,7 @@ class Turn:
     turn: int  # 1-based
     candidate: tuple  # (prompt_ids, response_ids, text)
     reward: float
+    share: float = 0.0  # the team term added to the reward once the turn was over (team_share)
 
 
 def parallel_rollout(envs, sampler):
@@ -147,7 +149,7 @@ def parallel_rollout(envs, sampler):
                 played.setdefault(i, []).append(trajectories[i][-1])
         for i, answers in played.items():
             for t in answers[:-1]:
-                t.reward += envs[i].team_share
+                t.reward, t.share = t.reward + envs[i].team_share, envs[i].team_share
     return trajectories, envs
 
 

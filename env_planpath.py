@@ -9,11 +9,11 @@ only what is Plan-Path's task: the team reward, the rules and the grid as the mo
 (`python env_planpath.py --seed 3 --play`). Read top to bottom.
 
 How this differs from the paper. Its planning MAS pairs a planner with a tool agent that writes
-code (a BFS, say) which is executed. Here no model output is ever executed: as in env_sokoban.py,
+code (a BFS, say) which is executed. Here the planner's moves are text: as in env_sokoban.py,
 each turn the planner proposes moves, which are tried on a copy of the grid, and the executor,
 who sees the result, answers the moves really played. A 135M model cannot write a working BFS,
-running model code is a sandbox problem this project leaves out, and one move a turn gives each
-turn its own reward, the dense signal that per-turn groups compare.
+and one move a turn gives each turn its own reward, the dense signal that per-turn groups
+compare. (Model-written code runs in the coding team, env_code.py, in machinery/sandbox.py.)
 
 An agent's reward is local + alpha * team (the paper's): local is the step rewards of its moves
 (planpath.play). The team reward is ours: the drop in BFS distance over the turn, +1 when the

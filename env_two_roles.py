@@ -241,14 +241,13 @@ class TwoRoleTask:
 
 
 def longest_messages(tasks):
-    """The longest prompt a role is shown in these tasks (for the context check): the first one, and
-    the one after each task's example of a first answer (as many actions as a turn allows, for the
-    workflow here), whose observation is the longest a prompt holds; a prompt holds one observation."""
+    """The longest prompt a role is shown in these tasks (for the context check): each task played to
+    its end with its examples (as many actions as a turn allows, for the workflow here), every
+    prompt on the way counted (a team's prompts may grow with the turns)."""
     prompts = []
     for task in tasks:
-        prompts.append(task.messages(task.roles[0]))
-        after = task.copy()
-        after.act(after.roles[0], after.example(after.roles[0]))
-        if not after.done:
-            prompts.append(after.messages(after.next_role))
+        episode = task.copy()
+        while not episode.done:
+            prompts.append(episode.messages(episode.next_role))
+            episode.act(episode.next_role, episode.example(episode.next_role))
     return max(prompts, key=lambda messages: sum(len(m["content"]) for m in messages))

@@ -3,11 +3,15 @@ task.Task); train.py, config.py and tools/ read this table, and no other file na
 (tests/test_tasks.py checks it). Adding a task is its file, and here its import and its entry.
 """
 import env_calc
+import env_code
+import env_math
 import env_planpath
 import env_search
 import env_sokoban
+import env_sudoku
 
-TASKS = {t.name: t for t in (env_search.TASK, env_calc.TASK, env_sokoban.TASK, env_planpath.TASK)}
+TASKS = {t.name: t for t in (env_search.TASK, env_calc.TASK, env_sokoban.TASK, env_sudoku.TASK, env_planpath.TASK,
+                             env_math.TASK, env_code.TASK)}
 KINDS = ("tool", "game")  # task.py: MT-GRPO's tool-use episodes, AT-GRPO's games
 
 

@@ -1,9 +1,11 @@
-"""Train LLM agents with turn-level credit: MT-GRPO on tool use (search, calc), AT-GRPO on games (Sokoban, Plan-Path).
+"""Train LLM agents with turn-level credit: MT-GRPO on tool use (search, calc), AT-GRPO on two-role tasks
+(games: Sokoban, Sudoku; planning: Plan-Path; a math team; a coding team).
 
     python train.py --algo mt                                 # search agent, CPU, bundled model
     python train.py --algo mt --model Qwen/Qwen2.5-0.5B       # the same on one CUDA GPU (bf16)
     python train.py --env sokoban --algo at                   # planner + executor (--policy per-role: two models)
     python train.py --env planpath --algo at                  # reach a goal cell, planner + executor
+    python train.py --env code --algo at                      # a tester and a coder (also sudoku, math)
     python train.py --plain true ...                          # any of these as the code reads (slower)
 
 One training step, in order (tasks.py: each --env is a tool-use task or a game):
@@ -98,7 +100,7 @@ def tool_step(models, tok, questions, data, args):
     return samples, n_generated, log
 
 
-# ---------------------------------------------------------------- games (AT-GRPO): sokoban, planpath
+# ---------------------------------------------------------------- two-role tasks (AT-GRPO): tasks.names("game")
 
 def role_models(models, args):
     """role -> model: a shared policy plays every role of the task."""

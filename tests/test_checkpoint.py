@@ -153,7 +153,7 @@ def test_a_per_role_checkpoint_on_search_names_the_problem(tmp_path):
     for role in ("planner", "executor"):
         os.makedirs(tmp_path / "ckpt" / role)
     args = train.parse_args([])
-    with pytest.raises(SystemExit, match=r"one model per role \(a per-role run of --env sokoban or planpath"):
+    with pytest.raises(SystemExit, match=r"one model per role \(a per-role run of --env sokoban or sudoku or planpath\)"):
         evaluate.load_policy(str(tmp_path / "ckpt"), args, "cpu")
 
 

@@ -232,7 +232,7 @@ def test_search_tables_put_both_turns_side_by_side():
 
 def test_play_out_takes_turns_from_the_role_that_acts_next():
     class Two:
-        roles = ("a", "b")
+        roles, team_share = ("a", "b"), 0.0  # no team term shared after a turn
 
         def __init__(self):
             self.said = []
@@ -569,8 +569,9 @@ def test_every_committed_measurement_loads_and_reproduces():
     import glob
     import os
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
-    assert len(paths) == 20  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
-    # the field's estimators at step 0 (two turns, K = 3), on two trained K = 3 checkpoints and on the trained two-turn one
+    assert len(paths) == 23  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
+    # the field's estimators at step 0 (two turns, K = 3), on two trained K = 3 checkpoints and on the trained two-turn one;
+    # Sudoku, the math team and the coding team at step 0
     import copy
     for path in paths:
         result = credit_report.read_result(path)
@@ -984,3 +985,43 @@ def test_a_saved_measurement_is_scored_for_the_estimators_asked(capsys):
     assert cell["loo"] == saved["loo"] and cell["kevin"] == saved["kevin"]  # the same numbers from the raw rewards
     out = capsys.readouterr().out
     assert "| per-turn LOO |" in out and "| GRPO-MR |" not in out
+
+
+class SharedTeam:
+    """Two roles, two turns: each answer earns its length; when the second role ends a turn the
+    first gets a team term of 0.5 (team_share), as a shared team term does."""
+    roles = ("first", "second")
+
+    def __init__(self):
+        self.turn, self.next, self.team_share = 0, 0, 0.0
+
+    done = property(lambda self: self.turn >= 2)
+
+    def copy(self):
+        import copy
+        return copy.copy(self)
+
+    def messages(self, role):
+        return [{"role": "user", "content": f"{role} {self.turn}"}]
+
+    def act(self, role, text):
+        assert role == self.roles[self.next]
+        self.next = (self.next + 1) % 2
+        self.turn += self.next == 0
+        self.team_share = 0.5 if self.next == 0 else 0.0
+        return float(len(text))
+
+
+def test_a_team_term_shared_after_the_turn_counts_in_the_return_and_replays():
+    """The return counts the first role's team term once per turn, at the answer that ends the turn
+    (by hand: "ab" 2 + "c" 1 + 0.5, twice = 7); a trajectory's earlier answer carries its team term
+    (atgrpo.Turn.share) and replays to its own reward."""
+    import atgrpo
+    sampler = lambda role, lists: [((), (), "ab" if role == "first" else "c") for _ in lists]  # noqa: E731
+    assert credit.play_out([SharedTeam()], [0], sampler) == [7.0]
+    (trajectory,), _ = atgrpo.parallel_rollout([SharedTeam()], sampler)
+    assert [(t.reward, t.share) for t in trajectory] == [(2.5, 0.5), (1.0, 0.0), (2.5, 0.5), (1.0, 0.0)]
+    env, earned = credit.replayed(SharedTeam(), "first", "ab", trajectory[0].reward - trajectory[0].share)
+    assert earned == 2.0 and credit.replayed(env, "second", "c", 1.0)[1] == 1.5  # the turn's end: 1 + 0.5
+    with pytest.raises(RuntimeError, match="not deterministic"):
+        credit.replayed(SharedTeam(), "first", "ab", trajectory[0].reward)  # the share is not its own

@@ -467,7 +467,7 @@ def test_sokoban_defaults_are_the_documented_setup(tmp_path, capsys):
     assert train.parse_args(["--resume", str(run)]).learning_rate == 3e-5  # a run's own settings win
     with pytest.raises(SystemExit):
         train.parse_args(["--help"])
-    assert "(default: 8; sokoban: 4; planpath: 4)" in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
+    assert "(default: 8; sokoban: 4; sudoku: 4; planpath: 4; math: 4; code: 4)" in capsys.readouterr().out.replace("\n", " ").replace("  ", " ")
     with pytest.raises(SystemExit):
         train.parse_args(["--env", "sokoban", "--min-solution", "5", "--max-solution", "4"])
 

@@ -24,7 +24,8 @@ the same budget (K or G samples per group):
                               (atgrpo.episode_advantages, gigpo_advantages); AT-GRPO on the groups
                               of its own tree (atgrpo.tree_advantages)
 The return: search R^T_1 + R^O ("return") and R^O alone ("outcome"); the games the sum of every
-agent's rewards from the answer to the episode's end ("return", what trajectory GRPO normalises)
+agent's rewards from the answer to the episode's end ("return", what trajectory GRPO normalises;
+a team term the turn's earlier agents get once it is over counts at the answer that ends it)
 and success alone ("success": 1 when the level ends solved).
 
 The figures (Pearson and Spearman with A*, sign agreement, the noise ceiling, the call bias across
@@ -81,7 +82,7 @@ def play_out(envs, pending, sampler):
             now = [i for i, e in enumerate(envs) if not e.done and pending[i] == r]
             if now:
                 for i, (_, _, text) in zip(now, sampler(role, [envs[i].messages(role) for i in now])):
-                    totals[i] += envs[i].act(role, text)
+                    totals[i] += envs[i].act(role, text) + shares(envs[i], role)
                     pending[i] = (r + 1) % len(envs[i].roles)
     return totals
 
@@ -107,12 +108,20 @@ def continue_each(starts, sampler, M, chunk, bar):
 
 
 def replayed(env, role, text, reward):
-    """Play `text` on `env` as the rollout did; the reward must come out the same."""
+    """Play `text` on `env` as the rollout did; its own reward (the rollout's, less the team term
+    added after the turn) must come out the same. Returns the environment and what the answer
+    earned the team (the return counts every agent's rewards): its reward, and shares()."""
     got = env.act(role, text)
     if got != reward:
         raise RuntimeError(f"the environment gave {got} for an answer that earned {reward} in the rollout: "
                            "it is not deterministic, and continuations would start from another state")
-    return env
+    return env, got + shares(env, role)
+
+
+def shares(env, role):
+    """The team term the turn's earlier agents get when `role`'s answer ends the turn (team_share,
+    atgrpo.tree_rollout): earned at that answer."""
+    return env.team_share * (len(env.roles) - 1) if len(env.roles) > 1 and role == env.roles[-1] else 0.0
 
 
 def next_role(env, role):
@@ -127,8 +136,9 @@ def tree_records(make_env, level_ids, sampler, K, M, scale, chunk, bar):
     node, starts, records = {e: make_env(e) for e in level_ids}, [], []
     for g, adv in zip(groups, atgrpo.tree_advantages(groups, scale)):
         e, role, turn = g.key
-        branches = [replayed(node[e].copy(), role, c[2], r) for c, r in zip(g.candidates, g.rewards)]
-        starts += [(b, next_role(b, role), r) for b, r in zip(branches, g.rewards)]
+        played = [replayed(node[e].copy(), role, c[2], r - g.share) for c, r in zip(g.candidates, g.rewards)]
+        branches = [b for b, _ in played]
+        starts += [(b, next_role(b, role), earned) for b, earned in played]
         records += [{"scheme": "tree", "state": f"level {e} {role} turn {turn}", "cluster": level_ids.index(e),
                      "turn": turn, "role": role, "answer": c[2], "adv": {"at": a}, "_ids": (c[0], c[1])}
                     for c, a in zip(g.candidates, adv)]
@@ -150,8 +160,8 @@ def trajectory_records(make_env, level_ids, sampler, K, M, scale, chunk, bar):
     for j, trajectory in enumerate(trajectories):
         env = make_env(level_ids[j // K])
         for n, t in enumerate(trajectory):
-            env = replayed(env, t.role, t.candidate[2], t.reward)
-            after.append((env.copy(), next_role(env, t.role), t.reward))
+            env, earned = replayed(env, t.role, t.candidate[2], t.reward - t.share)
+            after.append((env.copy(), next_role(env, t.role), earned))
             records.append({"scheme": "trajectories", "state": f"level {level_ids[j // K]} " +
                             ("start" if n == 0 else f"trajectory {j % K} answer {n}"), "cluster": j // K,
                             "turn": t.turn, "role": t.role, "answer": t.candidate[2],

@@ -122,10 +122,10 @@ def report(metrics, args, ours, n):
         out["reward"] = metrics["reward"]
         print(f"{f'total reward (reward units, max {sum(maxima.values()):g})':<40}{metrics['reward']:>8.3f}")
     else:
-        units = {**GAME_UNITS, **{k: label for k, label in task.table if k.endswith("distance")}}
-        for name, unit in units.items():
-            out[name] = metrics[name]
-            print(f"{f'{name} ({unit})':<40}{metrics[name]:>8.3f}")
+        labels = dict(task.table)  # every number the task's evaluation logs, with its unit or its label
+        for name, value in metrics.items():
+            out[name] = value
+            print(f"{f'{name} ({GAME_UNITS.get(name) or labels.get(name, name)})':<40}{value:>8.3f}")
     return out
 
 
