@@ -31,6 +31,7 @@ from task import Task
 MAX_LENGTH = 200  # characters of an expression
 MAX_DEPTH = 20  # nested parentheses
 MAX_SIZE = 10 ** 12  # the largest magnitude of a number or of a result along the way
+PLACES = 6  # decimal places a result shows
 
 
 class CalcError(ValueError):
@@ -107,8 +108,9 @@ def parse_product(tokens, at, depth):
 
 
 def parse_unary(tokens, at, depth):
+    """A minus sign, then a unary: a sign is not a parenthesis, so it adds no depth (the length limit bounds it)."""
     if at < len(tokens) and tokens[at] == "-":
-        value, at = parse_unary(tokens, at + 1, depth + 1)
+        value, at = parse_unary(tokens, at + 1, depth)
         return -value, at
     return parse_atom(tokens, at, depth)
 
@@ -130,10 +132,17 @@ def parse_atom(tokens, at, depth):
 
 
 def show(value):
-    """A value as the result shows it: an integer, else a decimal to 6 places, trailing zeros cut."""
+    """A value as the result shows it: an integer; a decimal of at most PLACES places, exactly
+    (2.5); else "≈" and the value rounded to PLACES places, zeros kept (≈0.333333, ≈79.000000):
+    a value that is not an integer is never shown as one."""
     if value.denominator == 1:
         return str(value.numerator)
-    return f"{float(value):.6f}".rstrip("0").rstrip(".")
+    scaled = round(abs(value) * 10 ** PLACES)  # exact: Fractions, no float on the way
+    whole, part = divmod(scaled, 10 ** PLACES)
+    text, sign = f"{whole}.{part:0{PLACES}d}", "-" if value < 0 else ""
+    if Fraction(scaled, 10 ** PLACES) == abs(value):
+        return sign + text.rstrip("0").rstrip(".")
+    return f"≈{sign}{text}"
 
 
 # ---------------------------------------------------------------- the problems
@@ -229,18 +238,27 @@ class CalcEnv:
         try:
             if expression is None:
                 raise CalcError("the <calc> tag is not closed with </calc>")
-            value = show(calculate(expression))
+            value = calculate(expression)
         except CalcError as e:
             return {"content": f"Error: {e}"}
-        return {"content": f"<result>{value}</result>", "tool_results": value}
+        return {"content": f"<result>{show(value)}</result>", "tool_results": str(value)}  # the exact value, for the reward
 
 
 # ---------------------------------------------------------------- the rewards
 def value_is_answer_reward(completion, answers, tags=TAGS):
-    """0.5 if the first calculation ran and its value is exactly a gold answer, else 0.0."""
+    """0.5 if the first calculation ran and its exact value (a fraction, not the rounded result the
+    model sees) equals a gold answer's, else 0.0."""
     exchanges = rewards.tool_exchanges(completion, tags)
     value = rewards.tool_results(exchanges[0][1]) if exchanges else None
-    return 0.5 if value is not None and value in [a.strip() for a in answers] else 0.0
+    return 0.5 if value is not None and exact(value) in {exact(a) for a in answers} - {None} else 0.0
+
+
+def exact(text):
+    """The exact value of a number written as text ("79", "2.5", "7/3"), or None."""
+    try:
+        return Fraction(text.strip())
+    except (ValueError, ZeroDivisionError, AttributeError):
+        return None
 
 
 RUBRIC = rewards.Rubric(TAGS, turn={"tool_execution": (rewards.tool_execution_reward, 0.2),

@@ -221,7 +221,7 @@ def main(argv=None):
                 ok, report, output = checker.check(n)
                 passed += ok
                 done.append(n)
-                first, *rest = report.split("\n")
+                first, *rest = [visible(line) for line in report.split("\n")]  # the student's error is text
                 print(row(n, ok, first))
                 for line in rest + [f"printed: {line}" for line in output]:
                     print(f"{'':6}{line}")
@@ -231,6 +231,12 @@ def main(argv=None):
         return 143 if str(e).startswith("stopped") else 130
     print(f"{passed}/{len(numbers)} passed")
     return 0 if passed == len(numbers) else 1
+
+
+def visible(line):
+    """A line as text: a control character (an escape sequence, a carriage return) is shown as its
+    escape, \\x1b, so a student's exception message cannot clear the screen or redraw a row."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in line)
 
 
 def stopped(signum, frame):

@@ -2,7 +2,9 @@
 student's answers file against the teacher's key (key.py, the project's own functions) where it
 is beside this file, or against the sealed answers of a handout folder (sealed.json, seal.py)."""
 import argparse
+import os
 import re
+import stat
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -65,11 +67,23 @@ def read_quiz_answers(path):
     """{id: number or None (left blank)} from an answers file: one "id: number" per line; blank
     lines and lines starting with # are skipped. CheckError (one line) for anything else."""
     try:
-        text = Path(path).read_text()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO with no writer: no hang
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, /dev/zero: refused before a byte is read
+                raise CheckError(f"{path} is not a regular file: write your answers in a text file, "
+                                 f"{QUIZ_FORMAT} (docs/quiz.md)")
+            data = f.read(ANSWERS_LIMIT + 1)
+        if len(data) > ANSWERS_LIMIT:
+            raise CheckError(f"{path} is larger than {ANSWERS_LIMIT // 1000} kB: the answers file holds one short "
+                             f"line a question, {QUIZ_FORMAT} (docs/quiz.md)")
+        text = data.decode()
     except (OSError, UnicodeDecodeError) as error:
         raise CheckError(f"cannot read the answers file {path} ({type(error).__name__}): write "
                         f"one answer a line, {QUIZ_FORMAT} (docs/quiz.md)") from None
     return parse_quiz_answers(text, path)
+
+
+ANSWERS_LIMIT = 100_000  # bytes: a few lines of numbers
 
 
 def parse_quiz_answers(text, path):

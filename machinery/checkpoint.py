@@ -96,9 +96,9 @@ def still_ours(out):
         return
     now = held_path(held) if ours.st_nlink > 0 else None
     if now is None:
-        raise SystemExit(f"the run folder {out} was deleted or replaced while this run trained: stopped "
+        raise SystemExit(f"\nthe run folder {out} was deleted or replaced while this run trained: stopped "  # \n: after the bar's text
                          "without writing more (its lock is released; start a new run there if you wish)")
-    raise SystemExit(f"the run folder {out} now leads to another folder (moved, or a link re-pointed); this run's "
+    raise SystemExit(f"\nthe run folder {out} now leads to another folder (moved, or a link re-pointed); this run's "
                      f"folder is {now}: stopped without writing more; continue it with python train.py --resume {now}")
 
 

@@ -9,6 +9,7 @@ would be a deleted line. The one exception is what a kill leaves: a last line cu
 import json
 import math
 import os
+import stat
 
 
 def read_json(path, types=None):
@@ -79,15 +80,32 @@ def read_jsonl(path, types, problem_of=lambda record: None, cut_end=False, empty
     return records
 
 
-def read_bytes(path, kind):
-    """The file's bytes; ValueError for a folder or a file that cannot be read."""
+LIMIT = 256 * 2 ** 20  # bytes: the largest file the project writes and reads back is under 1 MB
+
+
+def read_bytes(path, kind, limit=LIMIT):
+    """The bytes of a regular file of at most `limit` bytes; otherwise ValueError in one line. A
+    FIFO, a device (/dev/zero) or a socket is refused before a byte is read (opened without
+    blocking, so a FIFO with no writer cannot hang the reader), and so is a folder."""
     if os.path.isdir(path):
         raise ValueError(f"{path} is a folder, not a {kind} file")
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
         raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
+            raise ValueError(f"{path} is {what}, not a {kind} file; give a regular file")
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise ValueError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit // 2 ** 20} MB, more than any {kind} file of this project; "
+                         "give the file the tool wrote")
+    return data
 
 
 def type_problem(record, types):

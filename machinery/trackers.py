@@ -122,8 +122,25 @@ def read_state(out, logged=None):
             NOTED.add(path)
             print(f"note: {path} came from another run folder (a copy): new tracker runs for this one, which "
                   "get the whole log" + ("; TensorBoard's folder came with the copy and goes on" if kept else ""))
-        return {"id": secrets.token_hex(4), "sent": kept, "folder": here}
+        return {"id": secrets.token_hex(4), "sent": kept, "folder": here, "copied_from": state["id"]}
     return {**state, "folder": here}
+
+
+def set_aside_copied_wandb(out, old_id):
+    """A copied folder's OUT/wandb holds the original run's W&B session (offline-run-…-OLD_ID): `wandb
+    sync OUT/wandb/offline-run-*` would upload it beside the copy's new run, with the same first
+    steps. It is renamed copied-from-…, out of that pattern and of W&B's own resume, once; its
+    files are kept. Returns the folders set aside."""
+    moved = []
+    for path in sorted(p for p in glob.glob(os.path.join(out, "wandb", f"*-{old_id}"))
+                       if not os.path.basename(p).startswith("copied-from-")):
+        target = os.path.join(os.path.dirname(path), "copied-from-" + os.path.basename(path))
+        os.rename(checkpoint.inside(out, "wandb", os.path.basename(path)), checkpoint.inside(out, "wandb", os.path.basename(target)))
+        moved.append(target)
+    if moved:
+        print(f"note: {os.path.join(out, 'wandb')} held the W&B run {old_id} of the folder this one was copied from; "
+              f"set aside as {', '.join(os.path.basename(m) for m in moved)}, so a sync uploads only this run's")
+    return moved
 
 
 NOTED = set()  # the trackers.json files whose copy note was printed
@@ -148,6 +165,8 @@ class Follow:
         self.out = args.out
         self.state, self.live = read_state(args.out, logged), {}  # logged: the last step the log held
         self.state["folder"] = folder_id(args.out)
+        if "copied_from" in self.state:  # a copy: the original's W&B session is not this run's
+            set_aside_copied_wandb(args.out, self.state.pop("copied_from"))
         stale = getattr(threading.excepthook, "__self__", None)  # a run that crashed (in a notebook) left its own
         self.hook = stale.hook if isinstance(stale, Follow) else threading.excepthook
         if args.report_to != "none":  # a tracker's own thread that fails: one line, not its traceback

@@ -22,7 +22,10 @@ if ! grep -qs "\"version\": \"$reveal\"" "$out/node_modules/reveal.js/package.js
     if [ -z "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
         export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
     fi
+    echo "fetching reveal.js@$reveal and katex@$katex from the npm registry, once, into $out/node_modules"
+    # one retry after 2 s, 20 s a request: without a network npm stops in seconds (its defaults wait minutes)
     npm install --no-audit --no-fund --no-package-lock --loglevel=error --prefix "$out" \
+        --fetch-retries=1 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=2000 --fetch-timeout=20000 \
         "reveal.js@$reveal" "katex@$katex" >/dev/null ||  # only its summary goes: its errors (stderr) show
         { echo "npm could not install reveal.js@$reveal and katex@$katex into $out/node_modules (above: why)" >&2; exit 1; }
 fi

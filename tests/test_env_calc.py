@@ -44,7 +44,30 @@ def test_bad_input_is_one_line(expression, why):
 
 
 def test_shown_values():
-    assert [env_calc.show(Fraction(x)) for x in (79, -14, Fraction(1, 3), Fraction(5, 2))] == ["79", "-14", "0.333333", "2.5"]
+    """An integer; a decimal exactly where 6 places hold it; else "≈" and 6 places, so a value that
+    is not an integer is never shown as one (79.0000001 was shown as "79")."""
+    values = (79, -14, Fraction(1, 3), Fraction(5, 2), Fraction("79.0000001"), Fraction("78.9999999"), Fraction(-2, 3),
+              Fraction("0.125"))
+    assert [env_calc.show(Fraction(x)) for x in values] == [
+        "79", "-14", "≈0.333333", "2.5", "≈79.000000", "≈79.000000", "≈-0.666667", "0.125"]
+
+
+def test_the_turn_reward_judges_the_exact_value_not_the_shown_one():
+    """79.0000001 shows as ≈79.000000 and earns no value-is-answer reward for 79; 80 - 1 does, and so
+    does an exact 2.5 for the gold 2.50."""
+    for expression, gold, want in (("79.0000001", "79", 0.0), ("78.9999999", "79", 0.0), ("80 - 1", "79", 0.5),
+                                   ("5 / 2", "2.50", 0.5), ("1 / 3", "0.333333", 0.0)):
+        env = env_calc.CalcEnv("q", [gold], 2)
+        env.step(f"<calc>{expression}</calc>")
+        assert env_calc.value_is_answer_reward(env.completion, [gold]) == want, expression
+
+
+def test_a_unary_minus_is_not_a_parenthesis():
+    """25 signs before (1), 19 "- (" pairs: valid, within 20 parentheses; 21 parentheses are not."""
+    assert env_calc.calculate("-" * 25 + "(1)") == -1
+    assert env_calc.calculate("- (" * 19 + "1" + ")" * 19) == -1
+    with pytest.raises(env_calc.CalcError, match="more than 20 nested"):
+        env_calc.calculate("-(" * 21 + "1" + ")" * 21)
 
 
 def test_problems_are_fixed_by_their_seed_and_their_answers_are_the_parsers():

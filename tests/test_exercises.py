@@ -378,6 +378,16 @@ def test_what_a_student_file_prints_shows_under_its_row(tmp_path, capsys):
         " 3  token advantages and mask    passed", "      printed: hello from ex3"]
 
 
+def test_control_characters_in_a_students_error_are_shown_escaped(tmp_path, capsys):
+    """On 7b45f4d the message reached the terminal raw: it cleared the screen and printed a fake
+    "passed" row over the real "failed" one."""
+    fake = "\\x1b[2J\\r 1  group normalisation          passed"
+    write_answers(tmp_path, {**RIGHT, 1: f"def group_norm(r):\n    raise ValueError('{fake}')\n"})
+    assert check.main(["1", "--dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\\x1b[2J\\r" in out and "failed" in out
+
+
 # ---------------------------------------------------------------- student files that attack the checker
 # Each runs check.py in a process of its own (with TIME_LIMIT = 1 s), as CI would: a checker that
 # runs the student's code in its own process would end, hang or pass here.
@@ -826,6 +836,17 @@ def test_a_missing_answers_file_gives_one_line(tmp_path, capsys):
         "answer a line, \"question: number\", e.g. \"1: 0.25\" or \"1: -2/3\" (docs/quiz.md)\n")
 
 
+def test_an_answers_file_that_is_a_fifo_or_a_device_is_one_line_and_nothing_hangs(tmp_path, capsys):
+    """On 7b45f4d `check.py quiz --answers FIFO` (no writer) hung, and /dev/zero read until memory ran out."""
+    fifo = tmp_path / "answers"
+    os.mkfifo(fifo)
+    t0 = time.time()
+    for path in (str(fifo), "/dev/zero"):
+        code, out, err = run_quiz(["--answers", path], capsys)
+        assert code == 2 and out == [] and err.startswith(f"check.py quiz: {path} is not a regular file")
+    assert time.time() - t0 < 10
+
+
 def test_the_quiz_page_asks_every_numeric_question_once_and_its_key_agrees(quiz_expected):
     """docs/quiz.md: each id in bold brackets once in the questions, and `[id] = value` in the
     answer key, equal to what check.py quiz expects (computed by the project's functions)."""
@@ -876,6 +897,37 @@ def test_handout_refuses_a_folder_that_is_not_empty(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"] and (tmp_path / "notes.txt").read_text() == "mine"
     (tmp_path / "empty").mkdir()  # an empty folder is fine
     assert check.main(["--handout", str(tmp_path / "empty")]) == 0 and (tmp_path / "empty" / "README.md").is_file()
+
+
+def test_handout_writes_all_or_nothing_a_dangling_link_a_read_only_folder_a_full_disk(tmp_path):
+    """Each is one line and leaves nothing half-made, so the retry is not refused as "not an empty
+    folder" (on 7b45f4d: FileExistsError, OSError 30 and 28 tracebacks, and a folder cut at 24,576 bytes).
+    A file-size limit stands for the full disk (each write past it fails, EFBIG)."""
+    import resource
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+
+    def handout(target, limit=None):
+        def limited():
+            import signal
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        return subprocess.run([sys.executable, str(ROOT / "exercises" / "check.py"), "--handout", str(target)],
+                              capture_output=True, text=True, timeout=300, preexec_fn=limited if limit else None)
+    cases = [(tmp_path / "dangling", None, "exists and is not an empty folder"),
+             (tmp_path / "full" / "class", 20_000, "cannot write")]
+    if os.geteuid() != 0:  # root writes in a read-only folder all the same
+        cases.append((locked / "class", None, "cannot write in"))
+    for target, limit, says in cases:
+        run = handout(target, limit)
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and says in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr
+    assert sorted(p.name for p in (tmp_path / "full").iterdir()) == []  # no half-made folder, no draft
+    assert list(locked.iterdir()) == []
+    assert handout(tmp_path / "full" / "class").returncode == 0  # the retry, with room: written whole
+    locked.chmod(0o755)
 
 
 def test_handout_refuses_to_hand_out_a_solved_exercise(tmp_path, monkeypatch, capsys, right_folder):

@@ -62,6 +62,7 @@ def test_a_deleted_live_folder_never_gets_a_second_writer(tmp_path):
         (run / "log.jsonl").write_text("new\n")
         holder.stdin.write("go\n")
         holder.stdin.flush()
+        assert holder.stdout.readline() == "\n"  # the line starts on a line of its own, after the progress bar's text
         assert "was deleted or replaced while this run trained" in holder.stdout.readline()
         assert os.listdir(run) == ["log.jsonl"] and (run / "log.jsonl").read_text() == "new\n"
     finally:
@@ -160,8 +161,9 @@ def test_a_re_pointed_link_or_a_moved_folder_redirects_no_write(tmp_path):
         os.remove(link)
         os.symlink(a, link)
         os.rename(a, tmp_path / "A2")  # moved within the file system
-        with pytest.raises(SystemExit, match=f"this run's folder is {tmp_path / 'A2'}"):
+        with pytest.raises(SystemExit, match=f"this run's folder is {tmp_path / 'A2'}") as stop:
             checkpoint.save_args({"steps": 3}, str(link))
+        assert str(stop.value).startswith("\nthe run folder")  # on its own line, not after the bar's text
     finally:
         os.close(checkpoint.HELD.pop(os.path.abspath(str(link))))
 

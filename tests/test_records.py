@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from machinery import records
 from machinery.records import read_json, read_jsonl
 
 
@@ -104,3 +105,29 @@ def test_no_records_a_folder_and_a_missing_file(tmp_path):
     assert one_line_error(lambda: read_jsonl(str(tmp_path), {})) == f"{tmp_path} is a folder, not a JSONL file"
     missing = str(tmp_path / "nope.jsonl")
     assert one_line_error(lambda: read_jsonl(missing, {})) == f"{missing}: cannot read it (No such file or directory)"
+
+
+def test_a_fifo_a_device_and_a_huge_file_are_one_line_each_and_nothing_hangs(tmp_path):
+    """A FIFO with no writer would block open() forever; /dev/zero would be read until memory runs
+    out; a file past the limit is refused after limit + 1 bytes. Every reader (JSON, JSONL, the
+    --from files of tools/credit.py and tools/credit_bias.py) goes through read_bytes."""
+    import os
+    import time
+
+    from tools import credit_report
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    t0 = time.time()
+    for path, what in ((fifo, "is a FIFO"), ("/dev/zero", "is a device")):
+        with pytest.raises(ValueError, match=what):
+            records.read_json(str(path))
+        with pytest.raises(ValueError, match=what):
+            records.read_jsonl(str(path), {})
+        with pytest.raises(SystemExit, match=what):
+            credit_report.read_result(str(path))
+    assert time.time() - t0 < 5
+    big = tmp_path / "big.json"
+    big.write_bytes(b"{}" + b" " * 100)
+    with pytest.raises(ValueError, match="larger than"):
+        records.read_bytes(str(big), "JSON", limit=50)
+    assert records.read_bytes(str(big), "JSON", limit=102) == b"{}" + b" " * 100

@@ -149,6 +149,22 @@ def built(out):
     return os.path.join(out, "slides.html")
 
 
+def test_without_the_registry_the_script_says_so_and_stops_in_seconds(tmp_path):
+    """On 7b45f4d, with no network, nothing was printed for 282 s, then exit 1 with no message. A
+    registry that refuses the connection stands for none: the script says what it fetches, and npm's
+    error shows, within seconds."""
+    import time
+    env = {**os.environ, "npm_config_registry": "http://127.0.0.1:9/"}
+    t0 = time.time()
+    run = subprocess.run(["bash", os.path.join(ROOT, "scripts", "slides.sh"), str(tmp_path / "deck")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    if run.returncode == 2:  # no npm, or no mistune: the script says which
+        pytest.skip(run.stdout.strip())
+    assert run.returncode == 1 and time.time() - t0 < 20, (time.time() - t0, run.stdout, run.stderr)
+    assert "fetching reveal.js@" in run.stdout and "npm could not install" in run.stderr
+    assert "ECONNREFUSED" in run.stderr  # npm's own error, not hidden
+
+
 @pytest.mark.chromium
 def test_the_deck_in_chromium_fits_has_notes_and_stays_offline(tmp_path):
     deck_html = built(tmp_path)

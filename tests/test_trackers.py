@@ -184,6 +184,26 @@ def test_a_copied_run_folder_gets_new_tracker_runs(tmp_path, capsys):
     assert trackers.read_state(str(tmp_path / "B"), logged=2)["id"] == state["id"]
 
 
+def test_a_copied_folder_sets_the_originals_wandb_session_aside(tmp_path, capsys):
+    """cp -a RUN COPY; rm -rf RUN; --resume COPY: on 7b45f4d the copy's wandb/ kept the old session
+    beside the new one, and a sync uploaded two runs, [1, 2] and [1, 2, 3]. Now the old one is
+    renamed out of offline-run-*, once, its files kept; the original folder keeps its own."""
+    import types
+    run = tmp_path / "RUN"
+    (run / "wandb" / f"offline-run-20261202_000000-{'a' * 8}").mkdir(parents=True)
+    (run / "wandb" / f"offline-run-20261202_000000-{'a' * 8}" / f"run-{'a' * 8}.wandb").write_text("steps 1, 2")
+    (run / "trackers.json").write_text(json.dumps({"id": "a" * 8, "sent": {"wandb": 2}, "folder": trackers.folder_id(str(run))}))
+    shutil.copytree(run, tmp_path / "COPY")
+    args = types.SimpleNamespace(out=str(tmp_path / "COPY"), report_to="none")
+    follow = trackers.Follow(args, {}, [], logged=2)
+    assert follow.state["id"] != "a" * 8 and "copied_from" not in follow.state
+    assert os.listdir(tmp_path / "COPY" / "wandb") == [f"copied-from-offline-run-20261202_000000-{'a' * 8}"]
+    assert "set aside as copied-from-offline-run" in capsys.readouterr().out
+    assert os.listdir(run / "wandb") == [f"offline-run-20261202_000000-{'a' * 8}"]  # the original keeps its own
+    trackers.Follow(args, {}, [], logged=2)  # a later resume of the copy: nothing more to set aside
+    assert "set aside" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("sent", [99, 10 ** 30, -2])
 def test_a_step_the_log_never_had_is_refused(tmp_path, sent):
     """trackers.json with a step past the log's last (or below -1): that tracker would silently

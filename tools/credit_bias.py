@@ -244,8 +244,11 @@ def state_result_problem(result):
                 and r["cluster"] >= 0 and isinstance(r.get("continuations"), list)):
             return f"{where} must be an object with a cluster (a whole number) and a list of continuations"
         for j, c in enumerate(r["continuations"]):
-            at, adv, terms = f"{where}, continuation {j}", (c or {}).get("adv"), (c or {}).get("terms")
-            if not isinstance(c, dict) or c.get("kind") not in KINDS:
+            at = f"{where}, continuation {j}"
+            if not isinstance(c, dict):  # a list or a number: nothing to .get from
+                return f"{at} must be an object, got {json.dumps(c)[:40]}"
+            adv, terms = c.get("adv"), c.get("terms")
+            if c.get("kind") not in KINDS:
                 return f"{at}: 'kind' must be {' or '.join(KINDS)}"
             if not finite(c.get("return")):
                 return f"{at}: 'return' must be a finite number, got {json.dumps(c.get('return'))[:40]}"
