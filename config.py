@@ -50,6 +50,7 @@ class CommonArgs:
     alpha: float = flag(1.0, "search: MT-GRPO's alpha, the turn discount of our K-turn form A_k = sum alpha^(l-k) norm(R^T_l) + "
                                "alpha^(K-k) norm(R^O); at K = 2, A_1 = norm(R^T) + alpha * norm(R^O), 1 the paper's form "
                                "(not AT-GRPO's alpha: --team-alpha)")
+    critic_learning_rate: float = flag(1e-5, "mt_ppo, ppo: the critic's AdamW learning rate, constant (critic.py)")
     max_grad_norm: float = flag(1.0, "gradient-norm clip")
     micro_batch_size: int = flag(0, "sequences per forward/backward; auto (0): 8, 4, 2 or 1 from the memory free "
                                     "at the start (machinery/micro_batch.py)")
@@ -102,6 +103,7 @@ CHECKS = [
     ("epsilon_high", lambda v: v >= 0, "0 or more"),
     ("num_iterations", lambda v: v >= 1, "at least 1 (mu: updates per rollout batch)"),
     ("alpha", lambda v: v >= 0, "0 or more"),
+    ("critic_learning_rate", lambda v: v > 0, "above 0"),
     ("max_grad_norm", lambda v: v > 0, "above 0"),
     ("micro_batch_size", lambda v: v >= 0, "at least 1, or auto"),
     ("temperature", lambda v: v > 0, "above 0 (training samples; evaluation is greedy already)"),
@@ -120,7 +122,7 @@ MAY_CHANGE = ("steps", "save_every", "eval_every", "eval_n", "device", "micro_ba
               "resume", "out", "overwrite", "report_to")
 # flags added after runs were saved without them: such a run ran with the default, which --resume
 # keeps (an identity flag among them may not change, as any other)
-NEWER = ("overwrite", "plain", "levels", "max_calls", "report_to", "run_name", "project", "team_term")
+NEWER = ("overwrite", "plain", "levels", "max_calls", "report_to", "run_name", "project", "team_term", "critic_learning_rate")
 # flags of earlier versions that only chose how a step is computed: dropped from an older run's args.json
 REMOVED = ("hf_generate",)  # transformers' generate without the plain update; --plain now says it all
 
@@ -232,6 +234,9 @@ def parse_args(argv=None):
         refuse(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
     if args.prefill == "auto":
         args.prefill = task.prefill
+    if args.critic_learning_rate != Args.critic_learning_rate and "values" not in estimators.BY_NAME[args.algo].needs:
+        refuse(f"--critic-learning-rate trains a critic, and --algo {args.algo} has none (--algo "
+               f"{' or '.join(e.name for e in estimators.TABLE if 'values' in e.needs)} train one); drop it")
     if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
             task.kind != "game" or args.single_agent)):
         refuse(f"--policy is shared, or per-role with --env {games} and two roles (no --single-agent)")

@@ -2,23 +2,33 @@
 label, the kind of task it serves (task.py), its rollout scheme, its source, and the function that computes its advantages.
 train.py, config.py and tools/ (show, compare, credit, credit_bias, scale_trl) take names and
 labels from this table and list none of their own (tests/test_estimators.py checks it), so adding
-a tool-use estimator is one function (mtgrpo.py for the MT-GRPO paper's, field.py for the others),
-one row here and one test.
+a tool-use estimator is one function (mtgrpo.py for the MT-GRPO paper's, critic.py for the rows
+with a critic, field.py for the others), one row here and one test: the throwaway row of
+tests/test_estimators.py trains, is compared, shown and re-scored with no other edit.
 
 A tool-use row's function maps one step's rewards to per-turn advantages:
     fn(turn_rewards (groups, G, K-1), outcome_rewards (groups, G), turns (groups, G), alpha, scale,
        **needs) -> (groups, G, K), A_k at index k-1 (mtgrpo.py's layout)
 needs: a row's inputs beyond the rewards, by name (field.inputs makes them from the episodes):
-"states" (groups, G, K) the anchor state each turn began in, "info_gain" (groups, G, K-1).
+"states" (groups, G, K) the anchor state each turn began in, "info_gain" (groups, G, K-1), "values"
+(groups, G, K) a critic's V(s_k) (a row that needs it trains a critic: critic.py), "tokens"
+(groups, G, K) the model tokens of each turn.
 turns: the turns each episode played (it may answer before turn K; its later R^T are 0 and its
-later A_k carry no token). A game row's name selects its rollout scheme (atgrpo.rollout_samples),
-and its function gives the advantages of that scheme's samples:
+later A_k carry no token). Two rules every row follows:
+  - zeros on the turns an episode did not play (k > turns): such a turn has no token, and
+    tools/credit.py scores only played turns (MT-GRPO's own rows keep their formula's value there);
+  - `paper` decides where a row runs by default: tools/compare.py runs the rows whose paper is its
+    task's paper ("MT-GRPO" for tool use, "AT-GRPO" for the games); any other row runs when named
+    (--algos), and tools/credit.py scores every row of the task's kind.
+A game row's name selects its rollout scheme (atgrpo.rollout_samples), and its function gives the
+advantages of that scheme's samples:
     trajectories  fn(trajectories, K, scale) -> per trajectory, the advantage of each of its answers
     tree          fn(groups, scale) -> per group, the advantage of each of its K candidates
 """
 from dataclasses import dataclass
 
 import atgrpo
+import critic
 import field
 import mtgrpo
 
@@ -30,13 +40,13 @@ class Estimator:
     name: str  # --algo, and the key in logs, rollouts and credit files
     label: str  # progress bar, tables, plots
     summary: str  # one line: what it credits
-    paper: str  # "MT-GRPO", "AT-GRPO", "GiGPO" or "field" (another project's)
+    paper: str  # "MT-GRPO", "MT-GRPO v2", "AT-GRPO", "GiGPO" or "field" (another project's); compare's default: above
     kind: str  # the tasks it serves (task.py): "tool" (MT-GRPO's episodes) or "game" (AT-GRPO's)
     scheme: str  # tool: "episodes" (G per question); game: "tree" or "trajectories" (K per level)
     source: str  # the paper, or the file and lines it follows
     fn: object  # the advantages (module docstring)
     trainable: bool = True  # False: measured by tools/credit.py only (a setting of a trainable one)
-    needs: tuple = ()  # tool: inputs beyond the rewards, passed by name (field.inputs): "states", "info_gain"
+    needs: tuple = ()  # tool: inputs beyond the rewards, passed by name (field.inputs): "states", "info_gain", "values", "tokens"
 
 
 def mtgrpo_row(algo):
@@ -67,6 +77,12 @@ TABLE = (
     Estimator("igpo", "MT-GRPO, R^T = IG", "MT-GRPO with IGPO's information gain as the turn reward", "field", "tool",
               "episodes", "IGPO (arXiv 2510.14967), GuoqingWang1/IGPO at bff163b, scrl/llm_agent/generation.py "
               "295-423: field.info_gain_turns", field.info_gain_turns, needs=("info_gain",)),
+    Estimator("mt_ppo", "MT-PPO", "MT-PPO, a learned critic's turn-level GAE over turn rewards", "MT-GRPO v2", "tool",
+              "episodes", "MT-GRPO v2 (arXiv 2505.11821v2), GAE as quanwei0/RAGEN's turn level: critic.py",
+              critic.mt_ppo_advantages, needs=("values", "tokens")),
+    Estimator("ppo", "PPO", "PPO, a learned critic's turn-level GAE over the outcome reward", "MT-GRPO v2", "tool",
+              "episodes", "PPO with a critic (MT-GRPO v2's baseline): critic.py", critic.ppo_advantages,
+              needs=("values", "tokens")),
     Estimator("grpo", "GRPO", "GRPO baseline, trajectory groups", "AT-GRPO", "game", "trajectories",
               "AT-GRPO paper (arXiv 2510.11062v1), its GRPO baseline: atgrpo.trajectory_samples",
               lambda trajectories, K, scale: [[a] * len(t) for a, t in zip(

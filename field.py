@@ -188,14 +188,21 @@ def info_gain_turns(turn_rewards, outcome_rewards, turns, alpha=1.0, scale="grou
     return turn_advantages(info_gain, outcome_rewards, "mt", alpha, scale)
 
 
-def inputs(needs, envs, samples, G, model, tok, args, fill_logprobs=None, tag="answer"):
+def inputs(needs, envs, samples, G, model, tok, args, fill_logprobs=None, tag="answer", critic=None):
     """What a tool-use row needs beyond its rewards (estimators.Estimator.needs), for one step's
-    episodes (G per question, in order): "states" (anchor_states) and "info_gain" (info_gains,
-    with loss.fill_logprobs and the task's answer tag)."""
+    episodes (G per question, in order): "states" (anchor_states), "info_gain" (info_gains, with
+    loss.fill_logprobs and the task's answer tag), "values" (the critic's V(s_k), critic.py) and
+    "tokens" (the model tokens of each turn)."""
     out, K = {}, args.max_calls + 1
     if "states" in needs:
         out["states"] = anchor_states([[m["content"] for m in e.completion if m["role"] == "user"] for e in envs], G, K)
     if "info_gain" in needs:
         out["info_gain"] = info_gains(model, tok, samples, [e.answers for e in envs], K, args,
                                       fill_logprobs, tag).view(-1, G, K - 1)
+    if "values" in needs:
+        if critic is None:
+            raise SystemExit(f"--algo {args.algo} needs a critic: train one with train.py --algo {args.algo}")
+        out["values"] = critic.values(samples).view(-1, G, K)
+    if "tokens" in needs:
+        out["tokens"] = torch.tensor([[s.turn.count(k) for k in range(1, K + 1)] for s in samples]).view(-1, G, K)
     return out

@@ -21,11 +21,13 @@ has no K-turn estimator: SiliangZeng/Multi-Turn-RL-Agent at 7dbdd08, verifiers/t
 mt_grpo_env_trainer.py lines 151-208, cuts each episode at its first tool result; the tokens before
 get norm(R^O) + norm(R^T), those after (a second call, the answer) norm(R^O), with R^T one number
 per episode. The paper's later version (arXiv 2505.11821v2, 23 Oct 2025, "...via Turn-Level Reward
-Design", Wei, Zeng et al.) is readable from its beginning only (its abstract and introduction): it
-extends GRPO and PPO with turn-level rewards, verifiable and LLM-as-judge. Its K-turn GRPO form is
-known here from summaries, which say it samples a tree per turn (G^(K-1) episodes) so that turn k
-is compared between siblings of one state, as atgrpo.py does for the games; not checked against its
-text. docs/cheatsheet.md has the symbols.
+Design", Wei, Zeng et al.) is readable from its beginning only (its abstract and introduction): "we
+extend GRPO and PPO to their respective multi-turn variants", with verifiable and LLM-as-judge turn
+rewards. Its PPO form, MT-PPO (a critic and turn-level GAE), is critic.py (--algo mt_ppo), read from
+the authors' code (docs/reference-code.md). Its K-turn GRPO is known here from summaries only, which
+say it samples a tree per turn (G^(K-1) episodes) so that turn k is compared between siblings of one
+state, as atgrpo.py does for the games; no readable text or code defines it, and it is not here.
+docs/cheatsheet.md has the symbols.
 """
 import torch
 

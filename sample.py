@@ -21,6 +21,8 @@ class Sample:
     group_name: str = ""  # names the group its advantage was normalised in ("group" in rollouts; tools/show.py)
     rewards: list = None  # the reward of each of its turns (tools/show.py)
     starts: list = None  # per turn k, len(ids) when it began: ids[:starts[k-1]] is the prompt it was sampled from
+    values: list = None  # per turn played, the critic's V(s_k) (--algo mt_ppo, ppo: critic.py)
+    returns: list = None  # per turn played, the critic's target R_k
 
 
 def signal(samples):

@@ -13,7 +13,8 @@ One training step, in order (tasks.py: each --env is a tool-use task or a game):
                  games: AT-GRPO tree sampling, K candidates per (level, agent, turn)
   2. rewards     tool use: turn reward R^T and outcome reward R^O (the task's rubric, rewards.py);
                  games: each candidate scored on its own copy of the level (atgrpo.tree_step)
-  3. advantages  tool use: the --algo row of estimators.py (MT / MR / OR, field.py's); atgrpo.tree_samples
+  3. advantages  tool use: the --algo row of estimators.py (MT / MR / OR, field.py's; MT-PPO's critic,
+                 critic.py, values the turns and trains after the update); atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; fast/ by default)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint. Skip
@@ -48,6 +49,7 @@ import mtgrpo
 import rewards
 import tasks
 from config import changed_flags, check_out, parse_args
+from critic import Critic
 from loss import fill_logprobs, policy_update
 from sample import signal
 from policy import chat_sampler, check_context, fast_path, load_model, load_models, pick_device, play_episodes
@@ -80,8 +82,9 @@ def make_envs(questions, data, args, repeat=1):
     return [tasks.TASKS[args.env].make_env(q, data, args) for q in questions for _ in range(repeat)]
 
 
-def tool_step(models, tok, questions, data, args):
-    """MT-GRPO (or another --algo of tool use) on G episodes per question: rollout, rewards, advantages."""
+def tool_step(models, tok, questions, data, args, critic=None):
+    """MT-GRPO (or another --algo of tool use) on G episodes per question: rollout, rewards, advantages
+    (MT-PPO and PPO: from the critic's values, which also get their targets, critic.py)."""
     G, task = args.num_generations, tasks.TASKS[args.env]
     envs = make_envs(questions, data, args, repeat=G)
     samples, n_generated = play_episodes(models["policy"], tok, envs, args, task.stop_strings)
@@ -92,8 +95,11 @@ def tool_step(models, tok, questions, data, args):
     # alpha) (Exercise 2); "or" and "mr" the same function's baselines. GiGPO's and IGPO's rows need more
     # than the rewards: field.inputs
     row = estimators.BY_NAME[args.algo]
-    extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args, fill_logprobs, task.rubric.tags.answer)
+    extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args, fill_logprobs, task.rubric.tags.answer, critic)
     adv = row.fn(R_T, R_O, turns, args.alpha, args.scale_rewards, **extra).view(len(envs), -1)
+    if critic:
+        critic.targets(samples, R_T, R_O, turns, extra["values"], row.fn)
+        log["t_values"] = critic.t_values  # the critic's forward, inside the step's t_generate
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
         s.adv, s.mask = mtgrpo.token_advantages(s.turn, adv[i].tolist())
         s.group_name, s.rewards = f"question {i // G + 1}: {envs[i].question}", turn_r[i] + [outcome_r[i]]
@@ -179,13 +185,15 @@ def train(args):
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
+    critic = Critic(args, device, ckpt) if "values" in estimators.BY_NAME[args.algo].needs else None
+    saved = ({**models, "critic": critic.model}, {**optimizers, "critic": critic.optimizer}) if critic else (models, optimizers)
     args.micro_batch_size = args.micro_batch_size or micro_batch.auto_micro_batch(models[roles[0]], device, args.max_completion_length)
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers
     checkpoint.claim(args.out)  # the first write: this process is the run's only writer from here on
     check_out(args)  # again: a run may have finished in that folder while this one loaded
     checkpoint.save_args(dataclasses.asdict(args), args.out)
     if ckpt:
-        start = checkpoint.restore(state, optimizers, rng)
+        start = checkpoint.restore(state, saved[1], rng)
         history, logged = checkpoint.truncate_log(os.path.join(args.out, "log.jsonl"), start)  # the whole run's lines, for the summary
         print(f"resumed from {ckpt} at step {start}")
     else:
@@ -216,13 +224,16 @@ def train(args):
             param_group["lr"] = args.learning_rate * min(1.0, step / max(1, args.warmup_steps))
         batch, t0 = rng.sample(pool, args.batch_size), time.time()
         if tasks.TASKS[args.env].kind == "tool":  # steps 1-3: rollout, rewards, advantages
-            samples, n_generated, line = tool_step(models, tok, batch, data, args)
+            samples, n_generated, line = tool_step(models, tok, batch, data, args, critic)
         else:
             samples, n_generated, line = game_step(models, tok, batch, args)
         t_generate = time.time() - t0
         phase(step, "update")
         line = {"step": step, **line, **update(models, ref, optimizers, samples, args),  # steps 4-5
                 "gen_tokens": n_generated, "tokens_per_s": n_generated / t_generate, "t_generate": t_generate}
+        if critic:  # MT-PPO, PPO: the critic's own step, after the policy's
+            phase(step, "critic")
+            line.update(critic.update(samples))
         checkpoint.save_rollouts(samples, tok, os.path.join(args.out, "rollouts", f"step_{step}.jsonl"))
         if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
             line.update(run_eval(step))
@@ -231,7 +242,7 @@ def train(args):
                          "zero-adv groups": f"{line['zero_adv_groups']:.2f}"})
         if step % args.save_every == 0 or step == args.steps:
             phase(step, "save checkpoint")
-            checkpoint.save_checkpoint(models, tok, optimizers, step, rng, args.out)
+            checkpoint.save_checkpoint(saved[0], tok, saved[1], step, rng, args.out)
         bar.update()
     bar.close(), watch.close()
     print_table(history, args)

@@ -314,7 +314,8 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
         records = credit.tool_records(model, tok, qs, capitals, args, G=3, M=4, chunk=5, bar=bar)
     first = [r for r in records if r["turn"] == 1]
     assert len(first) == 6 and {r["cluster"] for r in records} == {0, 1}
-    assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == set(credit_figures.ESTIMATORS["search"]) for r in records)
+    without_critic = {e for e in credit_figures.ESTIMATORS["search"] if "values" not in estimators.BY_NAME[e].needs}
+    assert all(len(r["q"]["return"]) == 2 and set(r["adv"]) == without_critic for r in records)
     answers = [r for r in records if r["turn"] == 2]
     assert answers and len(answers) <= 6 and all(r["adv"]["mt"] == r["adv"]["or"] for r in answers)
     for r in answers:  # V(s_2): the M continuations' R^O, which are the query's Q^ of R^O
@@ -336,7 +337,9 @@ def test_search_on_a_tiny_model(answering_model_dir, capitals, monkeypatch):
     assert all(credit_report.group_ok(r["group"], r["turn"]) for r in records)
     again = copy.deepcopy(records)
     settings = {"flags": {"alpha": args.alpha}, "scale_rewards": args.scale_rewards}
-    assert credit.rescore({"settings": settings, "records": again}, credit_figures.ESTIMATORS["search"]) == []
+    assert credit.scored({"records": again, "settings": {"env": "search"}}) == [e for e in credit_figures.ESTIMATORS["search"]
+                                                                             if e in without_critic]
+    assert credit.rescore({"settings": settings, "records": again}, sorted(without_critic)) == []
     assert [r["adv"] for r in again] == [r["adv"] for r in records]
     assert credit.rescore({"settings": settings, "records": again}, ["loo"]) == [] and set(again[0]["adv"]) == {"loo"}
 
@@ -368,6 +371,8 @@ def test_rescoring_by_hand_and_a_file_without_raw_rewards():
     (["--from", "/nonexistent.json"], "nonexistent"),
     (["--estimators", "loo"], "give --from FILE"),
     (["--from", "x.json", "--estimators", "loo,nope"], "nope is not a tool-use estimator"),
+    (["--from", "x.json", "--estimators", ""], "holds an empty name"),
+    (["--from", "x.json", "--pair", "mt"], "--pair mt: give two estimators"),
 ])
 def test_bad_input_is_one_line(argv, says, capsys, monkeypatch):
     monkeypatch.setattr(credit, "measure", fails(AssertionError("measured instead of refusing")))
@@ -519,6 +524,9 @@ def damaged(result, change):
     (lambda r: r["settings"].update(levels="mars"), "settings: 'levels' must be ours or public, got \"mars\""),
     (lambda r: r["settings"].update(max_calls=0), "settings: 'max_calls' must be a whole number, at least 1"),
     (lambda r: r["settings"].pop("states"), "settings lacks 'states'"),
+    (lambda r: r["settings"].update(flags={"alpha": float("nan")}), "settings: 'flags' must be an object whose alpha is a finite number"),
+    (lambda r: r["settings"].update(flags={"alpha": "x"}), "settings: 'flags' must be an object whose alpha is a finite number"),
+    (lambda r: r["settings"].update(scale_rewards="nosuch"), "settings: 'scale_rewards' must be group or batch or none, got \"nosuch\""),
     (lambda r: r["machine"].update(seconds="20 min"), "machine: 'seconds' must be a number"),
     (lambda r: r.update(machine=[]), "'machine' must be an object"),
     (lambda r: r["records"][2].pop("q"), "record 2 lacks 'q'"),
@@ -564,25 +572,35 @@ def test_the_figures_compare_within_their_tolerance_only():
         assert not same_figures(bad, want)
 
 
+def differing_advantages(again, result):
+    """[(record index, estimator, saved, re-scored)] where a re-scored advantage differs from the saved one by more than 1e-12."""
+    return [(i, e, v, b["adv"].get(e)) for i, (a, b) in enumerate(zip(result["records"], again["records"]))
+            for e, v in a["adv"].items() if b["adv"].get(e) is None or abs(b["adv"][e] - v) > 1e-12]
+
+
 def test_every_committed_measurement_loads_and_reproduces():
     """docs/runs/credit/*.json pass the checks, and their figures come out the same within 1e-12 (about 15 s)."""
     import glob
     import os
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
-    assert len(paths) == 23  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
+    assert len(paths) == 24  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
     # the field's estimators at step 0 (two turns, K = 3), on two trained K = 3 checkpoints and on the trained two-turn one;
-    # Sudoku, the math team and the coding team at step 0
+    # Sudoku, the math team and the coding team at step 0; MT-PPO's checkpoint after 30 steps, with its critic
     import copy
     for path in paths:
         result = credit_report.read_result(path)
-        figures = credit_figures.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
+        asked = {d for cells in result["figures"].values() for cell in cells.values() for d in cell["differences"]}
+        pairs = [tuple(d.split("-")) for d in sorted(asked)]  # the pre-registered ones and any --pair it was measured with
+        figures = credit_figures.analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"],
+                                         pairs=pairs)
         assert same_figures(json.loads(json.dumps(figures)), result["figures"]), path
         if all("states" in r.get("group", {}) and "info_gain" in r["group"] for r in result["records"]):
-            again = copy.deepcopy(result)  # every estimator of the table, from the raw rewards and inputs kept
-            assert credit.rescore(again, credit_figures.ESTIMATORS["search"]) == [], path
-            assert all(a["adv"] == pytest.approx(b["adv"], abs=1e-12) for a, b in zip(again["records"], result["records"]))
+            again = copy.deepcopy(result)  # the estimators the file saved, from the raw rewards and inputs kept
+            saved = sorted({e for r in result["records"] for e in r["adv"]})
+            assert credit.rescore(again, saved) == [], path
+            assert not differing_advantages(again, result), (path, differing_advantages(again, result)[:3])
         if "gram" in result:  # the update's cosines, from the kept Gram matrix
-            assert same_figures(json.loads(json.dumps(credit_figures.update(result))), result["update"]), path
+            assert same_figures(json.loads(json.dumps(credit_figures.update(result, pairs))), result["update"]), path
 
 
 def test_the_committed_within_state_measurement_reproduces():
@@ -901,6 +919,17 @@ def test_hard_links_count_as_the_same_file(tmp_path):
     assert (tmp_path / "a.json").read_text() == "{}"
 
 
+@pytest.mark.parametrize("name, argv, says", [
+    ("planpath-step0-bf16.json", ["--estimators", "mt"], "--estimators re-scores tool-use measurements"),
+    ("search-step0-fp32.json", ["--env", "calc"], "--env calc: "),
+])
+def test_a_flag_a_saved_measurement_makes_pointless_is_refused_not_ignored(name, argv, says):
+    """On 7b45f4d both printed the file's tables and exited 0, saying nothing of the flag."""
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", name)
+    with pytest.raises(SystemExit, match=re.escape(says)):
+        credit.main(["--from", path, *argv])
+
+
 def test_a_state_measurement_is_read_as_data(tmp_path):
     """Each bad value of a --from file is one line naming the file, the record and the key: NaN or
     infinite returns and advantages, a text advantage, a null term, a fractional bootstrap, an array,
@@ -921,7 +950,9 @@ def test_a_state_measurement_is_read_as_data(tmp_path):
              (bad({"adv": {"nope": 0.5}}), "'adv' must be finite numbers keyed by or, mr"),
              (bad({"terms": {"norm(R^T_2)": None, "norm(R^O)": 0.1}}), "'terms' must be finite numbers"),
              (bad({"kind": "maybe"}), "'kind' must be call or answer"),
-             (bad(settings={"bootstrap": 10.5}), "'bootstrap' must be a whole number from 10 to 100000, got 10.5")]
+             (bad(settings={"bootstrap": 10.5}), "'bootstrap' must be a whole number from 10 to 100000, got 10.5"),
+             ({**good, "records": [{"cluster": 0, "continuations": [[1, 2]]}]},  # an AttributeError on 7b45f4d
+              "record 0, continuation 0 must be an object, got [1, 2]")]
     for value, message in cases:
         path.write_text(json.dumps(value))
         with pytest.raises(SystemExit, match=f"{path} is not a tools/credit_bias.py --json file: .*{re.escape(message)}"):

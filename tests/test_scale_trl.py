@@ -111,6 +111,9 @@ def test_bad_flags_are_one_line_errors(capsys):
     with pytest.raises(SystemExit):
         scale_trl.parse(["--algo", "igpo"])  # its information gain needs train.py's model calls
     assert "its inputs beyond the rewards are made by train.py only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        scale_trl.parse(["--algo", "mt_ppo"])  # a critic: TRL's GRPOTrainer has none
+    assert "it learns a critic, and TRL's GRPOTrainer trains none" in capsys.readouterr().err
 
 
 def test_merged_reward_advantages_equal_trls_own(monkeypatch, tmp_path, tiny_model_dir, tokenizer):

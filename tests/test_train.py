@@ -309,7 +309,7 @@ def test_the_kill_resume_script_refuses_a_run_that_did_not_train():
 
 def test_clear_errors_for_bad_flags(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        train.parse_args(["--algo", "ppo"])
+        train.parse_args(["--algo", "trpo"])
     assert f"--algo must be one of {', '.join(estimators.names('tool'))} with --env search" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         train.parse_args(["--policy", "per-role"])

@@ -54,6 +54,7 @@ import field
 import rewards
 import tasks
 import train
+from critic import Critic
 from machinery.cli import one_line
 from machinery import precision
 from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
@@ -214,22 +215,24 @@ def replay_prefix(prefixes, generate):
 
 
 
-def tool_records(model, tok, questions, data, args, G, M, chunk, bar):
+def tool_records(model, tok, questions, data, args, G, M, chunk, bar, critic=None):
     """Per question: G episodes (the estimators' samples) and, for each episode and each of its
     turns k that did not end it (turn 1 always), M continuations that replay turns 1..k and sample
     the rest. The tool result is deterministic (the retriever is), so they start at the state
     s_{k+1} that the episode reached: their mean return from turn k is Q^(s_k, a_k), and their mean
     return from turn k + 1 is V^(s_{k+1}), the baseline of the next turn's answer. The last turn's
-    Q is the episode's own return from it, exactly (R^O: a last turn earns no turn reward)."""
+    Q is the episode's own return from it, exactly (R^O: a last turn earns no turn reward). The rows
+    with a critic (MT-PPO, PPO) are scored where `critic` is given: the checkpoint's own."""
     K = args.max_calls + 1
-    task, names = tasks.TASKS[args.env], ESTIMATORS[args.env]
+    task = tasks.TASKS[args.env]
+    names = [e for e in ESTIMATORS[args.env] if critic or "values" not in estimators.BY_NAME[e].needs]
     records, generate = [], turn_generator(model, tok, args, task.stop_strings)
     for qi, question in enumerate(questions):
         envs = train.make_envs([question], data, args, repeat=G)
         samples, _ = play_episodes(model, tok, envs, args, task.stop_strings, generate=generate)
         turn_r, outcome_r, _ = rewards.score_episodes(envs, task.rubric)
         extra = field.inputs({n for e in names for n in estimators.BY_NAME[e].needs}, envs, samples, G,
-                             model, tok, args, train.fill_logprobs, task.rubric.tags.answer)
+                             model, tok, args, train.fill_logprobs, task.rubric.tags.answer, critic)
         group = {"turn_rewards": turn_r, "outcome": outcome_r, "turns": [e.turns for e in envs]} | {
             n: v[0].tolist() for n, v in extra.items()}
         adv = tool_advantages(group, names, args.alpha, args.scale_rewards)
@@ -300,6 +303,13 @@ def rescore(result, names):
     return sorted(missing, key=TOOL.index)
 
 
+def scored(result):
+    """The estimators a re-scoring gives by default: every tool-use row, those with a critic only
+    where the measurement kept the critic's values (a checkpoint with a critic)."""
+    kept = all("values" in r.get("group", {}) for r in result["records"])
+    return [e for e in ESTIMATORS[result["settings"]["env"]] if kept or "values" not in estimators.BY_NAME[e].needs]
+
+
 # ---------------------------------------------------------------- command line
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -318,7 +328,10 @@ def parse_args(argv):
     p.add_argument("--from", dest="sources", nargs="+", metavar="JSON",
                    help="--json files: print their tables again, then the differences side by side; no model")
     p.add_argument("--estimators", help="with --from, tool use: score these estimators of estimators.py (comma-separated; "
-                   "default all) from each record's raw rewards")
+                   "default all, those with a critic where the file kept its values) from each record's raw rewards")
+    p.add_argument("--pair", action="append", default=[], metavar="A,B",
+                   help="also give the paired Pearson difference A - B with its interval (any two estimators; "
+                        "repeat the flag for more), beside the pre-registered ones")
     ours, rest = p.parse_known_args(argv)
     if ours.continuations is not None and (ours.continuations < 2 or ours.continuations % 2) or ours.chunk < 1 \
             or not BOOTSTRAP[0] <= ours.bootstrap <= BOOTSTRAP[1]:
@@ -332,8 +345,13 @@ def parse_args(argv):
         p.error("--png and --json take one --from file")
     if ours.estimators is not None and not ours.sources:
         p.error("--estimators re-scores saved measurements: give --from FILE (a new measurement scores them all)")
+    if ours.estimators is not None and "" in ours.estimators.split(","):
+        p.error(f"--estimators {ours.estimators!r} holds an empty name; give names such as mt,loo")
     if ours.estimators is not None and (bad := [e for e in ours.estimators.split(",") if e not in TOOL]):
         p.error(f"--estimators: {', '.join(bad)} is not a tool-use estimator; choose from {', '.join(TOOL)}")
+    for pair in ours.pair:
+        if len(pair.split(",")) != 2 or any(e not in estimators.BY_NAME for e in pair.split(",")):
+            p.error(f"--pair {pair}: give two estimators of estimators.py, such as --pair mt_ppo,mt")
     if ours.sources and ours.gradient:
         p.error("--gradient measures with a model; --from reads what a --gradient measurement kept")
     if ours.sources:
@@ -360,8 +378,9 @@ def measure(ours, args):
         raise SystemExit("--gradient measures one policy's update; this checkpoint has one model per role")
     G, M, t0, load = args.num_generations, ours.continuations, time.time(), os.getloadavg()[0]
     if args.env not in GAMES:
+        critic = Critic(args, device, args.model) if os.path.isdir(os.path.join(args.model, "critic")) else None
         with tqdm(total=len(items) * G * (M + 1), desc="credit: episodes", unit="episode") as bar:
-            records = tool_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar)
+            records = tool_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar, critic)
     else:
         sampler = chat_sampler(train.role_models(models, args), tok, args, tasks.TASKS[args.env].stop_strings)
         make_env = lambda seed: tasks.TASKS[args.env].make_tasks([seed], args)[0]  # noqa: E731
@@ -405,16 +424,24 @@ def main(argv=None):
     if ours.png and (why := picture_problem(ours.png)):
         raise SystemExit(why)
     results = [read_result(path) for path in ours.sources] if ours.sources else [measure(ours, args)]
+    for path, result in zip(ours.sources or (), results):  # a flag the file would make pointless is refused, not ignored
+        env = result["settings"]["env"]
+        if ours.env and ours.env != env:
+            raise SystemExit(f"--env {ours.env}: {path} measured --env {env}; drop --env (--from reads the file's own)")
+        if ours.estimators and env in GAMES:
+            raise SystemExit(f"--estimators re-scores tool-use measurements from their raw rewards; {path} measured "
+                             f"--env {env}, whose estimators it holds already: drop --estimators")
     for path, result in zip(ours.sources or (), results):  # tool use: every estimator of the table, from the raw rewards
         if result["settings"]["env"] not in GAMES:
-            names = ours.estimators.split(",") if ours.estimators else ESTIMATORS[result["settings"]["env"]]
+            names = ours.estimators.split(",") if ours.estimators else scored(result)
             if missing := rescore(result, names):
                 print(f"{path}: measured before these estimators' inputs were kept: scored for the estimators "
                       f"it holds; not {', '.join(missing)}")
     for result in results:
-        result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"])
+        pairs = [tuple(p.split(",")) for p in ours.pair]
+        result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"], pairs=pairs)
         if "gram" in result:
-            result["update"] = update(result)
+            result["update"] = update(result, pairs)
         print(tables(result) + "\n")
     if len(results) > 1:
         print(summary(results, [os.path.basename(p).removesuffix(".json") for p in ours.sources]))

@@ -66,9 +66,9 @@ def true_advantages(records, target):
             shared.setdefault(r["state"], []).append(i)
     a = np.zeros((2, len(records)))
     for h in (0, 1):
+        means = {state: np.mean([records[j]["q"][target][h] for j in rows]) for state, rows in shared.items()}  # once a state
         for i, r in enumerate(records):
-            v = r["v"][target][h] if "v" in r else np.mean([records[j]["q"][target][h] for j in shared[r["state"]]])
-            a[h, i] = r["q"][target][h] - v
+            a[h, i] = r["q"][target][h] - (r["v"][target][h] if "v" in r else means[r["state"]])
     return (a[0] + a[1]) / 2, a[0], a[1]
 
 
@@ -112,10 +112,10 @@ def noise_ceiling(a1, a2):
     return {"split_half": r, "ceiling": ceiling, "noise": float(np.std(np.asarray(a1) - np.asarray(a2)) / 2)}
 
 
-def analyse(records, env, bootstrap=1000, seed=0):
+def analyse(records, env, bootstrap=1000, seed=0, pairs=()):
     """{target: {subset: {"n", "states", noise ceiling, per estimator {figure: [value, low, high]},
     "differences": {"a-b": [value, low, high]}}}}: the Pearson differences are paired (the same
-    resampled states for both)."""
+    resampled states for both), DIFFERENCES' and any `pairs` (estimator, baseline) asked for."""
     out = {}
     for target in TARGETS[env]:
         a_star, a1, a2 = true_advantages(records, target)
@@ -147,17 +147,17 @@ def analyse(records, env, bootstrap=1000, seed=0):
                 cell[e] = {k: [v, *interval([d[e][k] for d in draws])] for k, v in fig.items()}
             cell["differences"] = {f"{a}-{b}": [point[a]["pearson"] - point[b]["pearson"],
                                                 *interval([d[a]["pearson"] - d[b]["pearson"] for d in draws])]
-                                   for a, b in DIFFERENCES[env] if a in point and b in point}
+                                   for a, b in dict.fromkeys((*DIFFERENCES[env], *pairs)) if a in point and b in point}
             out[target][subset] = cell
     return out
 
 
-def update(result):
+def update(result, pairs=()):
     """The update's figures of a --gradient measurement (tools/credit_gradient.py): per target,
     each estimator's cosine with the A* gradient, on all its answers, from the kept Gram matrix."""
     records, env = result["records"], result["settings"]["env"]
     a_stars = {t: true_advantages(records, t) for t in TARGETS[env]}
-    return update_figures(records, result["gram"], ESTIMATORS[env], DIFFERENCES[env], a_stars, interval,
+    return update_figures(records, result["gram"], ESTIMATORS[env], tuple(dict.fromkeys((*DIFFERENCES[env], *pairs))), a_stars, interval,
                                           result["settings"]["bootstrap"])
 
 

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+import mtgrpo
 import tasks
 from machinery.records import finite, read_checked
 from tools.credit_figures import (BOOTSTRAP, ESTIMATORS, GAMES, KINDS, NAMES, TARGETS, TOOL, call_bias, pearson,
@@ -233,7 +234,9 @@ SETTINGS = {"env": (lambda x: x in ESTIMATORS, " or ".join(ESTIMATORS)), "model"
             "temperature": (lambda x: finite(x) and x >= 0, "a number, at least 0"),
             "bootstrap": (whole(*BOOTSTRAP), f"a whole number from {BOOTSTRAP[0]} to {BOOTSTRAP[1]}")}
 OPTIONAL = {"levels": (lambda x: x in ("ours", "public"), "ours or public"), "max_calls": (whole(1), "a whole number, at least 1"),
-            "flags": (lambda x: isinstance(x, dict), "an object")}
+            "flags": (lambda x: isinstance(x, dict) and ("alpha" not in x or finite(x["alpha"]) and x["alpha"] >= 0),
+                      "an object whose alpha is a finite number, at least 0"),
+            "scale_rewards": (lambda x: x in mtgrpo.SCALES, " or ".join(mtgrpo.SCALES))}  # what credit.rescore reads
 MACHINE = {"cpu": (lambda x: isinstance(x, str), "text"), "threads": (whole(1), "a whole number, at least 1"),
            "load_at_start": (finite, "a number"), "seconds": (finite, "a number")}
 
@@ -280,17 +283,18 @@ def gram_problem(gram, tol=1e-5):
 
 
 def group_ok(g, turn):
-    """A tool-use record's "group" (credit.rescore): the shapes agree and every number is finite."""
+    """A tool-use record's "group" (credit.rescore): the shapes agree and every number is finite;
+    the rows' extra inputs (estimators.Estimator.needs) where kept: G lists of K - 1 ("info_gain")
+    or K numbers each."""
+    def rows(key, width, ok):
+        return key not in g or len(g[key]) == G and all(isinstance(t, list) and len(t) == width and all(map(ok, t))
+                                                        for t in g[key])
     try:
         G, K = len(g["outcome"]), len(g["turn_rewards"][0]) + 1
-        return (set(g) - {"states", "info_gain"} == {"turn_rewards", "outcome", "turns", "episode"} and G >= 1
-                and all(isinstance(t, list) and len(t) == K - 1 and all(map(finite, t)) for t in g["turn_rewards"])
-                and ("info_gain" not in g or len(g["info_gain"]) == G and all(
-                    isinstance(t, list) and len(t) == K - 1 and all(map(finite, t)) for t in g["info_gain"]))
-                and ("states" not in g or len(g["states"]) == G and all(
-                    isinstance(t, list) and len(t) == K and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1
-                                                                for x in t) for t in g["states"]))
-                and len(g["turn_rewards"]) == G and all(map(finite, g["outcome"])) and len(g["turns"]) == G
+        return (set(g) - {"states", "info_gain", "values", "tokens"} == {"turn_rewards", "outcome", "turns", "episode"}
+                and G >= 1 and rows("turn_rewards", K - 1, finite) and rows("info_gain", K - 1, finite)
+                and rows("states", K, whole(-1)) and rows("values", K, finite) and rows("tokens", K, whole(0))
+                and all(map(finite, g["outcome"])) and len(g["turns"]) == G
                 and all(whole(1)(t) and t <= K for t in g["turns"]) and whole(0)(g["episode"]) and g["episode"] < G
                 and isinstance(turn, int) and turn <= g["turns"][g["episode"]])
     except (TypeError, KeyError, IndexError):

@@ -168,7 +168,9 @@ def parse(argv=None):
         parser.error(str(e).splitlines()[0])
     if task.algo not in estimators.names("tool", needing=()):  # GiGPO's states, IGPO's probabilities: train.py only
         parser.error(f"--algo must be one of {', '.join(estimators.names('tool', needing=()))}, got {task.algo!r}"
-                     + (": its inputs beyond the rewards are made by train.py only" if task.algo in estimators.BY_NAME else ""))
+                     + (": it learns a critic, and TRL's GRPOTrainer trains none; train it with train.py"
+                        if "values" in estimators.BY_NAME.get(task.algo, estimators.BY_NAME["mt"]).needs else
+                        ": its inputs beyond the rewards are made by train.py only" if task.algo in estimators.BY_NAME else ""))
     if config.loss_type not in ("dapo", "grpo"):
         parser.error("--loss_type: dapo (ours token) or grpo (ours seq); the others are not MT-GRPO's loss")
     if task.env not in tasks.names("tool"):
