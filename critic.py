@@ -29,7 +29,6 @@ weights, with its own AdamW and learning rate (docs/estimators.md#mt-ppo-a-criti
 public code does the same and where this file departs from it: turn-level values only, no
 token-level GAE inside a turn).
 """
-import os
 import time
 
 import torch
@@ -169,10 +168,9 @@ class Critic:
     """The critic of a run: its model and optimizer, loaded with the run and saved in its checkpoint
     (OUT/checkpoint/critic, its AdamW state in trainer_state.pt beside the policy's)."""
 
-    def __init__(self, args, device, checkpoint=None):
-        from policy import BUNDLED, bundled_model_dir
-        start = bundled_model_dir() if args.model == BUNDLED else args.model  # the policy's pretrained weights
-        self.model = load(os.path.join(checkpoint, "critic") if checkpoint else start, device, args.seed)
+    def __init__(self, args, device, path):
+        """path: the policy's pretrained model folder (a new critic) or a checkpoint's critic/ folder."""
+        self.model = load(path, device, args.seed)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.critic_learning_rate, weight_decay=0.0)
         self.args, self.K = args, args.max_calls + 1
 

@@ -214,11 +214,16 @@ def pick_device(name="auto"):
     return name
 
 
+def model_path(name):
+    """Where a --model name loads from: the bundled model's converted folder, else the name itself."""
+    return bundled_model_dir() if name == BUNDLED else name
+
+
 def load_model(name, device, retry=True):
     """A hub id, a local folder, or BUNDLED. Weights stay fp32 (master copy); see autocast().
     A folder with a damaged file (a truncated safetensors, a broken JSON) is one line naming it;
     a damaged conversion of the bundled model is converted again, once."""
-    path = bundled_model_dir() if name == BUNDLED else name
+    path = model_path(name)
     if not os.path.exists(path) and (path.startswith((".", "/", "~")) or path.count("/") > 1):
         raise SystemExit(f"--model {name}: no such folder; give a model folder such as RUN/checkpoint, a hub "
                          f"id such as Qwen/Qwen2.5-0.5B (needs network), or '{BUNDLED}'")

@@ -13,8 +13,7 @@ One training step, in order (tasks.py: each --env is a tool-use task or a game):
                  games: AT-GRPO tree sampling, K candidates per (level, agent, turn)
   2. rewards     tool use: turn reward R^T and outcome reward R^O (the task's rubric, rewards.py);
                  games: each candidate scored on its own copy of the level (atgrpo.tree_step)
-  3. advantages  tool use: the --algo row of estimators.py (MT / MR / OR, field.py's; MT-PPO's critic,
-                 critic.py, values the turns and trains after the update); atgrpo.tree_samples
+  3. advantages  tool use: the --algo row of estimators.py (MT / MR / OR, field.py's, critic.py's); atgrpo.tree_samples
   4. reference   log-probs of the reference (if --beta > 0) and old policy (if --num-iterations > 1)
   5. update      --num-iterations clipped policy-gradient steps (loss.policy_update; fast/ by default)
 Metrics go to OUT/log.jsonl, rollouts to OUT/rollouts/, checkpoints to OUT/checkpoint. Skip
@@ -52,7 +51,7 @@ from config import changed_flags, check_out, parse_args
 from critic import Critic
 from loss import fill_logprobs, policy_update
 from sample import signal
-from policy import chat_sampler, check_context, fast_path, load_model, load_models, pick_device, play_episodes
+from policy import chat_sampler, check_context, fast_path, load_model, load_models, model_path, pick_device, play_episodes
 
 from machinery import checkpoint, micro_batch, trackers  # the run folder, --resume, trackers
 from machinery.cli import ignore_ctrl_c, in_chunks, table_cell
@@ -99,7 +98,7 @@ def tool_step(models, tok, questions, data, args, critic=None):
     adv = row.fn(R_T, R_O, turns, args.alpha, args.scale_rewards, **extra).view(len(envs), -1)
     if critic:
         critic.targets(samples, R_T, R_O, turns, extra["values"], row.fn)
-        log["t_values"] = critic.t_values  # the critic's forward, inside the step's t_generate
+        log["t_values"] = critic.t_values  # inside t_generate
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
         s.adv, s.mask = mtgrpo.token_advantages(s.turn, adv[i].tolist())
         s.group_name, s.rewards = f"question {i // G + 1}: {envs[i].question}", turn_r[i] + [outcome_r[i]]
@@ -185,7 +184,8 @@ def train(args):
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
-    critic = Critic(args, device, ckpt) if "values" in estimators.BY_NAME[args.algo].needs else None
+    critic = (Critic(args, device, os.path.join(ckpt, "critic") if ckpt else model_path(args.model))
+              if "values" in estimators.BY_NAME[args.algo].needs else None)  # MT-PPO, PPO: critic.py
     saved = ({**models, "critic": critic.model}, {**optimizers, "critic": critic.optimizer}) if critic else (models, optimizers)
     args.micro_batch_size = args.micro_batch_size or micro_batch.auto_micro_batch(models[roles[0]], device, args.max_completion_length)
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers

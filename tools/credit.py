@@ -378,7 +378,7 @@ def measure(ours, args):
         raise SystemExit("--gradient measures one policy's update; this checkpoint has one model per role")
     G, M, t0, load = args.num_generations, ours.continuations, time.time(), os.getloadavg()[0]
     if args.env not in GAMES:
-        critic = Critic(args, device, args.model) if os.path.isdir(os.path.join(args.model, "critic")) else None
+        critic = Critic(args, device, os.path.join(args.model, "critic")) if os.path.isdir(os.path.join(args.model, "critic")) else None
         with tqdm(total=len(items) * G * (M + 1), desc="credit: episodes", unit="episode") as bar:
             records = tool_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar, critic)
     else:
