@@ -25,9 +25,10 @@ where V_old is the value the advantages used (with one update per rollout batch,
 
 The critic is a separate copy of the policy's network with a scalar head in place of the
 vocabulary (transformers' ...ForTokenClassification, one label), initialised from the policy's
-weights, with its own AdamW and learning rate (docs/estimators.md#mt-ppo-a-critic says which
+weights, with its own AdamW and learning rate; policy.load_critic loads it (this file, which the
+estimator table imports, reaches no model library). docs/estimators.md#mt-ppo-a-critic says which
 public code does the same and where this file departs from it: turn-level values only, no
-token-level GAE inside a turn).
+token-level GAE inside a turn.
 """
 import time
 
@@ -101,27 +102,6 @@ def boundaries(sample, K):
     return [start - 1 for start in sample.starts[:K]]
 
 
-def load(path, device, seed=0):
-    """The critic from `path` (the policy's model: a hub id or folder; or RUN/checkpoint/critic),
-    fp32 like the policy, dropout off. The new head is drawn with its own seed, so loading a critic
-    leaves the run's random numbers as they were."""
-    from transformers import AutoModelForTokenClassification
-    from transformers.utils import logging as hf_logging
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # "score.weight newly initialized" is this file's point, not a warning
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = AutoModelForTokenClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
-    except Exception as e:
-        raise SystemExit(f"could not load the critic from {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    finally:
-        hf_logging.set_verbosity(level)
-    if model.config.pad_token_id is None:
-        model.config.pad_token_id = 0  # rows are padded on the right and read by position, never by this id
-    return model.to(device).eval()
-
-
 def value_rows(model, samples, K, bf16=True):
     """V(s_k) of every sample at its boundaries, with grad: a list of 1-D tensors, one per sample."""
     device = str(next(model.parameters()).device)
@@ -168,9 +148,10 @@ class Critic:
     """The critic of a run: its model and optimizer, loaded with the run and saved in its checkpoint
     (OUT/checkpoint/critic, its AdamW state in trainer_state.pt beside the policy's)."""
 
-    def __init__(self, args, device, path):
-        """path: the policy's pretrained model folder (a new critic) or a checkpoint's critic/ folder."""
-        self.model = load(path, device, args.seed)
+    def __init__(self, args, model):
+        """model: policy.load_critic's, from the policy's pretrained model (a new critic) or from a
+        checkpoint's critic/ folder."""
+        self.model = model
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.critic_learning_rate, weight_decay=0.0)
         self.args, self.K = args, args.max_calls + 1
 

@@ -13,7 +13,8 @@ import shutil
 import tempfile
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from config import BUNDLED
 from generation import hf_generate_turn, kept_turn, template_end_of_turn
@@ -249,6 +250,26 @@ def load_model(name, device, retry=True):
         tok.pad_token = tok.eos_token  # padding is always tracked by masks, never by this id
     model.to(device).eval()  # eval(): dropout off for sampling and for the update alike
     return model, tok
+
+
+def load_critic(path, device, seed=0):
+    """MT-PPO's value model (critic.py) from `path` (the policy's model: a hub id or folder; or
+    RUN/checkpoint/critic): the policy's network with a one-label head (...ForTokenClassification),
+    fp32 like the policy, dropout off. The new head is drawn with its own seed, so loading a critic
+    leaves the run's random numbers as they were."""
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "score.weight newly initialized" is this file's point, not a warning
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AutoModelForTokenClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
+    except Exception as e:
+        raise SystemExit(f"could not load the critic from {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    finally:
+        hf_logging.set_verbosity(level)
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = 0  # rows are padded on the right and read by position, never by this id
+    return model.to(device).eval()
 
 
 def load_models(roles, path, device, subfolders=False):

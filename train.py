@@ -51,7 +51,7 @@ from config import changed_flags, check_out, parse_args
 from critic import Critic
 from loss import fill_logprobs, policy_update
 from sample import signal
-from policy import chat_sampler, check_context, fast_path, load_model, load_models, model_path, pick_device, play_episodes
+from policy import chat_sampler, check_context, fast_path, load_critic, load_model, load_models, model_path, pick_device, play_episodes
 
 from machinery import checkpoint, micro_batch, trackers  # the run folder, --resume, trackers
 from machinery.cli import ignore_ctrl_c, in_chunks, table_cell
@@ -184,8 +184,8 @@ def train(args):
     ref = load_model(args.model, device)[0].requires_grad_(False) if args.beta > 0 else None
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
-    critic = (Critic(args, device, os.path.join(ckpt, "critic") if ckpt else model_path(args.model))
-              if "values" in estimators.BY_NAME[args.algo].needs else None)  # MT-PPO, PPO: critic.py
+    critic_at = os.path.join(ckpt, "critic") if ckpt else model_path(args.model)  # MT-PPO, PPO: critic.py
+    critic = Critic(args, load_critic(critic_at, device, args.seed)) if "values" in estimators.BY_NAME[args.algo].needs else None
     saved = ({**models, "critic": critic.model}, {**optimizers, "critic": critic.optimizer}) if critic else (models, optimizers)
     args.micro_batch_size = args.micro_batch_size or micro_batch.auto_micro_batch(models[roles[0]], device, args.max_completion_length)
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers

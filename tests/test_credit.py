@@ -373,11 +373,16 @@ def test_rescoring_by_hand_and_a_file_without_raw_rewards():
     (["--from", "x.json", "--estimators", "loo,nope"], "nope is not a tool-use estimator"),
     (["--from", "x.json", "--estimators", ""], "holds an empty name"),
     (["--from", "x.json", "--pair", "mt"], "--pair mt: give two estimators"),
+    (["--pair", "mt_ppo,mt"], "scores no mt_ppo (a row with a critic needs a checkpoint with one"),  # no critic/
+    (["--env", "planpath", "--pair", "gigpo,mt"], "--env planpath scores no mt; it scores grpo, gigpo"),
+    (["--from", "COMMITTED", "--pair", "mt,ppo"], "search-step0-fp32.json scores no ppo"),  # analysed without it
 ])
 def test_bad_input_is_one_line(argv, says, capsys, monkeypatch):
+    committed = os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "search-step0-fp32.json")
     monkeypatch.setattr(credit, "measure", fails(AssertionError("measured instead of refusing")))
+    monkeypatch.setattr(credit, "analyse", fails(AssertionError("analysed instead of refusing")))
     with pytest.raises(SystemExit) as e:
-        credit.main(argv)
+        credit.main([committed if a == "COMMITTED" else a for a in argv])
     assert says in str(e.value) + capsys.readouterr().err
 
 

@@ -10,6 +10,7 @@ import critic
 import estimators
 import train
 from conftest import full_args
+from policy import load_critic
 from sample import Sample
 from test_train import crash_at, strip_times, tiny_run
 
@@ -138,7 +139,7 @@ def test_a_critic_row_trains_saves_resumes_and_evaluates(tmp_path, answering_mod
     a, b = (AutoModelForTokenClassification.from_pretrained(os.path.join(run, "checkpoint", "critic")).state_dict()
             for run in (full, crashed))
     assert all(torch.equal(a[k], b[k]) for k in a)
-    first = critic.load(answering_model_dir, "cpu").state_dict()
+    first = load_critic(answering_model_dir, "cpu").state_dict()
     assert any(not torch.equal(a[k], first[k]) for k in a)  # the critic learned
     if algo == "mt_ppo":  # tools/credit.py on the checkpoint scores the critic's advantages beside the group rows'
         from tools import credit, credit_report
@@ -159,10 +160,10 @@ def test_the_critic_head_is_drawn_from_the_seed_and_leaves_the_random_numbers_as
     numbers are where they were (a run's sampling does not depend on whether it has a critic)."""
     torch.manual_seed(5)
     state = torch.get_rng_state()
-    a, b = critic.load(tiny_model_dir, "cpu", seed=0), critic.load(tiny_model_dir, "cpu", seed=0)
+    a, b = load_critic(tiny_model_dir, "cpu", seed=0), load_critic(tiny_model_dir, "cpu", seed=0)
     assert torch.equal(torch.get_rng_state(), state)
     assert torch.equal(a.score.weight, b.score.weight)
-    assert not torch.equal(a.score.weight, critic.load(tiny_model_dir, "cpu", seed=1).score.weight)
+    assert not torch.equal(a.score.weight, load_critic(tiny_model_dir, "cpu", seed=1).score.weight)
     assert not a.training  # dropout off, as the policy's
 
 

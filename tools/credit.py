@@ -57,7 +57,7 @@ import train
 from critic import Critic
 from machinery.cli import one_line
 from machinery import precision
-from policy import BUNDLED, chat_sampler, pick_device, play_episodes, turn_generator
+from policy import BUNDLED, chat_sampler, load_critic, pick_device, play_episodes, turn_generator
 from tools import credit_gradient, output
 from tools.credit_figures import BOOTSTRAP, ESTIMATORS, GAMES, TOOL, analyse, kind_of, update
 from tools.credit_report import read_result, summary, tables
@@ -310,6 +310,16 @@ def scored(result):
     return [e for e in ESTIMATORS[result["settings"]["env"]] if kept or "values" not in estimators.BY_NAME[e].needs]
 
 
+def check_pairs(pairs, names, what):
+    """Refuse, in one line, a --pair that names an estimator the measurement does not score."""
+    for pair in pairs:
+        if missing := [e for e in pair if e not in names]:
+            critic = " (a row with a critic needs a checkpoint with one: --algo mt_ppo or ppo)" if any(
+                "values" in estimators.BY_NAME[e].needs for e in missing) else ""
+            raise SystemExit(f"--pair {','.join(pair)}: {what} scores no {', '.join(missing)}{critic}; "
+                             f"it scores {', '.join(names)}")
+
+
 # ---------------------------------------------------------------- command line
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -363,6 +373,9 @@ def parse_args(argv):
         p.error(f"--env {args.env}: credit is measured on {', '.join(ESTIMATORS)}")
     args.eval_n = ours.n = ours.states or DEFAULT_STATES[args.env]
     ours.continuations = ours.continuations or DEFAULT_CONTINUATIONS[args.env]
+    critic = os.path.isdir(os.path.join(args.model, "critic"))  # MT-PPO, PPO: scored where the checkpoint has a critic
+    check_pairs([tuple(p.split(",")) for p in ours.pair], [e for e in ESTIMATORS[args.env]
+                if critic or "values" not in estimators.BY_NAME[e].needs], f"--model {args.model} --env {args.env}")
     return ours, args
 
 
@@ -377,8 +390,9 @@ def measure(ours, args):
     if ours.gradient and args.policy == "per-role":
         raise SystemExit("--gradient measures one policy's update; this checkpoint has one model per role")
     G, M, t0, load = args.num_generations, ours.continuations, time.time(), os.getloadavg()[0]
+    critic_at = os.path.join(args.model, "critic")  # MT-PPO, PPO: scored where the checkpoint has a critic
     if args.env not in GAMES:
-        critic = Critic(args, device, os.path.join(args.model, "critic")) if os.path.isdir(os.path.join(args.model, "critic")) else None
+        critic = Critic(args, load_critic(critic_at, device, args.seed)) if os.path.isdir(critic_at) else None
         with tqdm(total=len(items) * G * (M + 1), desc="credit: episodes", unit="episode") as bar:
             records = tool_records(models["policy"], tok, items, data, args, G, M, ours.chunk, bar, critic)
     else:
@@ -437,8 +451,10 @@ def main(argv=None):
             if missing := rescore(result, names):
                 print(f"{path}: measured before these estimators' inputs were kept: scored for the estimators "
                       f"it holds; not {', '.join(missing)}")
+    pairs = [tuple(p.split(",")) for p in ours.pair]
+    for path, result in zip(ours.sources or (), results):
+        check_pairs(pairs, list(result["records"][0]["adv"]) if result["records"] else [], path)
     for result in results:
-        pairs = [tuple(p.split(",")) for p in ours.pair]
         result["figures"] = analyse(result["records"], result["settings"]["env"], result["settings"]["bootstrap"], pairs=pairs)
         if "gram" in result:
             result["update"] = update(result, pairs)
