@@ -588,9 +588,9 @@ def test_every_committed_measurement_loads_and_reproduces():
     import glob
     import os
     paths = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "docs", "runs", "credit", "*.json")))
-    assert len(paths) == 24  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
+    assert len(paths) == 25  # the first page's six, the answer turn's three, K = 3 twice, Sokoban, public levels, two updates,
     # the field's estimators at step 0 (two turns, K = 3), on two trained K = 3 checkpoints and on the trained two-turn one;
-    # Sudoku, the math team and the coding team at step 0; MT-PPO's checkpoint after 30 steps, with its critic
+    # Sudoku, the math team and the coding team at step 0; MT-PPO's checkpoint after 30 steps, with its critic, and MT-GRPO's
     import copy
     for path in paths:
         result = credit_report.read_result(path)
