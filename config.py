@@ -234,9 +234,9 @@ def parse_args(argv=None):
         refuse(f"--algo must be one of {', '.join(ALGOS[args.env])} with --env {args.env}, not {args.algo!r}")
     if args.prefill == "auto":
         args.prefill = task.prefill
-    if args.critic_learning_rate != Args.critic_learning_rate and "values" not in estimators.BY_NAME[args.algo].needs:
+    if args.critic_learning_rate != Args.critic_learning_rate and not estimators.trains_critic(args.algo):
         refuse(f"--critic-learning-rate trains a critic, and --algo {args.algo} has none (--algo "
-               f"{' or '.join(e.name for e in estimators.TABLE if 'values' in e.needs)} train one); drop it")
+               f"{' or '.join(filter(estimators.trains_critic, estimators.BY_NAME))} train one); drop it")
     if args.policy not in ("shared", "per-role") or (args.policy == "per-role" and (
             task.kind != "game" or args.single_agent)):
         refuse(f"--policy is shared, or per-role with --env {games} and two roles (no --single-agent)")

@@ -96,6 +96,11 @@ TABLE = (
 BY_NAME = {e.name: e for e in TABLE}
 
 
+def trains_critic(name):
+    """Whether the row `name` needs a critic's values (MT-PPO, PPO: critic.py); False for a name not in the table."""
+    return name in BY_NAME and "values" in BY_NAME[name].needs
+
+
 def names(kind=None, trainable=True, paper=None, needing=None):
     """The estimators' names in the table's order: of one kind of task ("tool" or "game") and one
     paper if given, the trainable ones only unless trainable=False, and if `needing` is given only

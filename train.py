@@ -82,8 +82,7 @@ def make_envs(questions, data, args, repeat=1):
 
 
 def tool_step(models, tok, questions, data, args, critic=None):
-    """MT-GRPO (or another --algo of tool use) on G episodes per question: rollout, rewards, advantages
-    (MT-PPO and PPO: from the critic's values, which also get their targets, critic.py)."""
+    """MT-GRPO (or another --algo of tool use) on G episodes per question: rollout, rewards, advantages."""
     G, task = args.num_generations, tasks.TASKS[args.env]
     envs = make_envs(questions, data, args, repeat=G)
     samples, n_generated = play_episodes(models["policy"], tok, envs, args, task.stop_strings)
@@ -96,7 +95,7 @@ def tool_step(models, tok, questions, data, args, critic=None):
     row = estimators.BY_NAME[args.algo]
     extra = field.inputs(row.needs, envs, samples, G, models["policy"], tok, args, fill_logprobs, task.rubric.tags.answer, critic)
     adv = row.fn(R_T, R_O, turns, args.alpha, args.scale_rewards, **extra).view(len(envs), -1)
-    if critic:
+    if critic:  # MT-PPO, PPO: V_old and the targets R_k for the critic's update (critic.py)
         critic.targets(samples, R_T, R_O, turns, extra["values"], row.fn)
         log["t_values"] = critic.t_values  # inside t_generate
     for i, s in enumerate(samples):  # every model token of turn k carries A_k
@@ -185,7 +184,7 @@ def train(args):
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=args.learning_rate, weight_decay=0.0)
                   for n, m in models.items()}
     critic_at = os.path.join(ckpt, "critic") if ckpt else model_path(args.model)  # MT-PPO, PPO: critic.py
-    critic = Critic(args, load_critic(critic_at, device, args.seed)) if "values" in estimators.BY_NAME[args.algo].needs else None
+    critic = Critic(args, load_critic(critic_at, device, args.seed)) if estimators.trains_critic(args.algo) else None
     saved = ({**models, "critic": critic.model}, {**optimizers, "critic": critic.optimizer}) if critic else (models, optimizers)
     args.micro_batch_size = args.micro_batch_size or micro_batch.auto_micro_batch(models[roles[0]], device, args.max_completion_length)
     torch.manual_seed(args.seed)  # after loading: a first-time model conversion draws random numbers

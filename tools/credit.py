@@ -225,7 +225,7 @@ def tool_records(model, tok, questions, data, args, G, M, chunk, bar, critic=Non
     with a critic (MT-PPO, PPO) are scored where `critic` is given: the checkpoint's own."""
     K = args.max_calls + 1
     task = tasks.TASKS[args.env]
-    names = [e for e in ESTIMATORS[args.env] if critic or "values" not in estimators.BY_NAME[e].needs]
+    names = scorable(args.env, critic is not None)
     records, generate = [], turn_generator(model, tok, args, task.stop_strings)
     for qi, question in enumerate(questions):
         envs = train.make_envs([question], data, args, repeat=G)
@@ -306,16 +306,20 @@ def rescore(result, names):
 def scored(result):
     """The estimators a re-scoring gives by default: every tool-use row, those with a critic only
     where the measurement kept the critic's values (a checkpoint with a critic)."""
-    kept = all("values" in r.get("group", {}) for r in result["records"])
-    return [e for e in ESTIMATORS[result["settings"]["env"]] if kept or "values" not in estimators.BY_NAME[e].needs]
+    return scorable(result["settings"]["env"], all("values" in r.get("group", {}) for r in result["records"]))
+
+
+def scorable(env, critic):
+    """The estimators of `env`, those with a critic only where there are a critic's values."""
+    return [e for e in ESTIMATORS[env] if critic or not estimators.trains_critic(e)]
 
 
 def check_pairs(pairs, names, what):
     """Refuse, in one line, a --pair that names an estimator the measurement does not score."""
     for pair in pairs:
         if missing := [e for e in pair if e not in names]:
-            critic = " (a row with a critic needs a checkpoint with one: --algo mt_ppo or ppo)" if any(
-                "values" in estimators.BY_NAME[e].needs for e in missing) else ""
+            critic = (" (a row with a critic needs a checkpoint with one: --algo mt_ppo or ppo)"
+                      if any(map(estimators.trains_critic, missing)) else "")
             raise SystemExit(f"--pair {','.join(pair)}: {what} scores no {', '.join(missing)}{critic}; "
                              f"it scores {', '.join(names)}")
 
@@ -373,9 +377,8 @@ def parse_args(argv):
         p.error(f"--env {args.env}: credit is measured on {', '.join(ESTIMATORS)}")
     args.eval_n = ours.n = ours.states or DEFAULT_STATES[args.env]
     ours.continuations = ours.continuations or DEFAULT_CONTINUATIONS[args.env]
-    critic = os.path.isdir(os.path.join(args.model, "critic"))  # MT-PPO, PPO: scored where the checkpoint has a critic
-    check_pairs([tuple(p.split(",")) for p in ours.pair], [e for e in ESTIMATORS[args.env]
-                if critic or "values" not in estimators.BY_NAME[e].needs], f"--model {args.model} --env {args.env}")
+    check_pairs([tuple(p.split(",")) for p in ours.pair], scorable(args.env, os.path.isdir(os.path.join(args.model, "critic"))),
+                f"--model {args.model} --env {args.env}")  # MT-PPO, PPO: scored where the checkpoint has a critic
     return ours, args
 
 

@@ -169,7 +169,7 @@ def parse(argv=None):
     if task.algo not in estimators.names("tool", needing=()):  # GiGPO's states, IGPO's probabilities: train.py only
         parser.error(f"--algo must be one of {', '.join(estimators.names('tool', needing=()))}, got {task.algo!r}"
                      + (": it learns a critic, and TRL's GRPOTrainer trains none; train it with train.py"
-                        if "values" in estimators.BY_NAME.get(task.algo, estimators.BY_NAME["mt"]).needs else
+                        if estimators.trains_critic(task.algo) else
                         ": its inputs beyond the rewards are made by train.py only" if task.algo in estimators.BY_NAME else ""))
     if config.loss_type not in ("dapo", "grpo"):
         parser.error("--loss_type: dapo (ours token) or grpo (ours seq); the others are not MT-GRPO's loss")
